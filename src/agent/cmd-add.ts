@@ -1,0 +1,116 @@
+/**
+ * CNI ADD, in the order it happens (DESIGN.md, "A CNI ADD, end to end"). Each step that changes
+ * something pushes its undo; any failure rolls back what was done, in reverse order.
+ */
+import { PodwireError } from '../cni/errors.js';
+import type { Attachment, CniResult } from '../cni/types.js';
+import type { Allocation } from '../ipam/allocator.js';
+import { KernelError } from '../kernel/libc.js';
+import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
+import { inNetns, openPodNetns } from '../kernel/netns.js';
+import { ifaceSysctl, writeSysctl } from '../kernel/sysctl.js';
+import type { AgentContext } from './context.js';
+import { attachmentKey, hostVethName } from './host-veth.js';
+import type { Logger } from './log.js';
+import { configurePodInterface } from './pod-interface.js';
+import { Rollback } from './rollback.js';
+
+const EEXIST = 17;
+
+export async function cmdAdd(ctx: AgentContext, att: Attachment, netnsPath: string, log: Logger): Promise<CniResult> {
+  const { nl, ipam, datapath, home } = ctx;
+  const rollback = new Rollback();
+  const podNs = openPodNetns(netnsPath, home);
+  let handedOver = false;
+  try {
+    using podNl = inNetns(podNs, home, () => Rtnetlink.open());
+    if (podNl.linkByName(att.ifname)) {
+      throw new PodwireError('ERR_INTERFACE_EXISTS', `CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`);
+    }
+
+    const allocations = await ipam.allocate(att);
+    rollback.push('ipam', () => ipam.release(att));
+
+    const hostName = hostVethName(att.containerId, att.ifname);
+    const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd);
+    rollback.push('veth', () => nl.deleteLinkByName(hostName));
+    writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
+
+    const pod = configurePodInterface(podNl, att.ifname, allocations);
+    await datapath.attachPort({
+      hostIfname: hostName,
+      hostIfindex: hostLink.index,
+      containerId: att.containerId,
+      ifname: att.ifname,
+      podMac: pod.mac,
+      podIps: allocations.map((a) => a.ip),
+    });
+    rollback.push('datapath', () => datapath.detachPort(hostName));
+
+    // Only now will the datapath carry the announcement (I5). The announcer owns podNs from here on.
+    handedOver = true;
+    ctx.announcer.start(attachmentKey(att.containerId, att.ifname), {
+      netns: podNs,
+      home,
+      ifindex: pod.index,
+      mac: pod.mac,
+      ...announced(allocations),
+    });
+
+    rollback.commit();
+    log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip) });
+    return buildResult(hostName, hostLink.mac ?? '', att.ifname, pod.mac, netnsPath, allocations, ctx.config.mtu);
+  } catch (err) {
+    await rollback.run(log);
+    throw err;
+  } finally {
+    if (!handedOver) podNs.close();
+  }
+}
+
+/**
+ * Equivalent to: `ip link add HOST mtu M type veth peer name IFNAME netns POD`. A host veth of the same
+ * name can only be left over from an agent killed mid-ADD of this very attachment (the name derives
+ * from the attachment, and IPAM refused no second allocation), so it is removed and creation retried.
+ */
+function createVeth(ctx: AgentContext, hostName: string, ifname: string, podFd: number) {
+  const spec = { name: hostName, peerName: ifname, mtu: ctx.config.mtu, peerNetnsFd: podFd };
+  try {
+    return ctx.nl.addVeth(spec);
+  } catch (err) {
+    if (!(err instanceof KernelError && err.errno === EEXIST)) throw err;
+    if (!ctx.nl.linkByName(hostName)) throw err;
+    ctx.log.warn('removing leftover host veth', { hostVeth: hostName });
+    ctx.nl.deleteLinkByName(hostName);
+    return ctx.nl.addVeth(spec);
+  }
+}
+
+function announced(allocations: Allocation[]): { ipv4?: string; ipv6?: string } {
+  const out: { ipv4?: string; ipv6?: string } = {};
+  for (const a of allocations) {
+    if (a.family === 4) out.ipv4 = a.ip;
+    else out.ipv6 = a.ip;
+  }
+  return out;
+}
+
+function buildResult(
+  hostName: string,
+  hostMac: string,
+  ifname: string,
+  podMac: string,
+  sandbox: string,
+  allocations: Allocation[],
+  mtu: number,
+): CniResult {
+  return {
+    interfaces: [
+      { name: hostName, mac: hostMac, mtu },
+      { name: ifname, mac: podMac, mtu, sandbox },
+    ],
+    ips: allocations.map((a) => ({ address: `${a.ip}/${a.prefixLength}`, gateway: a.gateway, interface: 1 })),
+    routes: allocations.map((a) => ({ dst: a.family === 4 ? '0.0.0.0/0' : '::/0', gw: a.gateway })),
+    dns: {},
+  };
+}

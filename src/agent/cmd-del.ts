@@ -1,0 +1,18 @@
+/**
+ * CNI DEL: undoes ADD in reverse order (announcements, datapath port, veth, IPAM). Needs no netns:
+ * deleting the host end removes the pod end with it, and the address is released even when the
+ * namespace is long gone. Succeeds when any part is already gone.
+ */
+import type { Attachment } from '../cni/types.js';
+import type { AgentContext } from './context.js';
+import { attachmentKey, hostVethName } from './host-veth.js';
+import type { Logger } from './log.js';
+
+export async function cmdDel(ctx: AgentContext, att: Attachment, log: Logger): Promise<void> {
+  const hostName = hostVethName(att.containerId, att.ifname);
+  await ctx.announcer.cancel(attachmentKey(att.containerId, att.ifname));
+  await ctx.datapath.detachPort(hostName);
+  const removedVeth = ctx.nl.deleteLinkByName(hostName);
+  const released = await ctx.ipam.release(att);
+  log.info('attachment deleted', { hostVeth: hostName, removedVeth, released: released.map((a) => a.ip) });
+}

@@ -1,0 +1,33 @@
+/**
+ * CNI GC (1.1.0): removes every attachment that is not in `cni.dev/valid-attachments`: its host veth
+ * and its addresses. Also removes podwire host veths that no allocation explains.
+ */
+import type { Attachment } from '../cni/types.js';
+import type { AgentContext } from './context.js';
+import { cmdDel } from './cmd-del.js';
+import { attachmentKey, HOST_VETH_PREFIX, hostVethName } from './host-veth.js';
+import type { Logger } from './log.js';
+
+export interface GcReport {
+  released: Attachment[];
+  vethsRemoved: string[];
+}
+
+export async function cmdGc(ctx: AgentContext, valid: Attachment[], log: Logger): Promise<GcReport> {
+  const keep = new Set(valid.map((a) => attachmentKey(a.containerId, a.ifname)));
+  const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
+  const report: GcReport = { released: [], vethsRemoved: [] };
+  const owners = new Map<string, Attachment>();
+  for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
+  for (const [key, att] of owners) {
+    if (keep.has(key)) continue;
+    await cmdDel(ctx, att, log);
+    report.released.push({ containerId: att.containerId, ifname: att.ifname });
+  }
+  for (const link of ctx.nl.links()) {
+    if (link.kind !== 'veth' || !link.name.startsWith(HOST_VETH_PREFIX) || keepVeths.has(link.name)) continue;
+    if (ctx.nl.deleteLinkByName(link.name)) report.vethsRemoved.push(link.name);
+  }
+  log.info('gc done', { released: report.released.length, vethsRemoved: report.vethsRemoved });
+  return report;
+}

@@ -1,0 +1,122 @@
+/**
+ * Turns one relayed CNI call (the runtime's CNI_* environment and stdin) into the answer the relay
+ * prints: validate, schedule on the attachment's key, run the command, format for the requested
+ * cniVersion. Every failure becomes a CNI error object; nothing thrown escapes (I6).
+ */
+import { randomUUID } from 'node:crypto';
+import { parseNetConf } from '../cni/config.js';
+import { parseEnv } from '../cni/env.js';
+import { PodwireError, toCniErrorObject } from '../cni/errors.js';
+import { formatResult, formatVersionResult } from '../cni/result.js';
+import type { CniEnv, NetConf } from '../cni/types.js';
+import { LATEST_VERSION } from '../cni/versions.js';
+import { cmdAdd } from './cmd-add.js';
+import { cmdCheck } from './cmd-check.js';
+import { cmdDel } from './cmd-del.js';
+import { cmdGc } from './cmd-gc.js';
+import type { AgentContext } from './context.js';
+import { attachmentKey } from './host-veth.js';
+import type { Logger } from './log.js';
+import type { Scheduler } from './scheduler.js';
+
+export interface CniAnswer {
+  /** The relay's exit code: 0 on success, 1 with a CNI error object on stdout. */
+  exitCode: number;
+  stdout: string;
+}
+
+/** Best-effort cniVersion for an error answer, read before (or despite) validation. */
+function sniffVersion(stdin: Buffer): string {
+  try {
+    const v = (JSON.parse(stdin.toString('utf8')) as { cniVersion?: unknown }).cniVersion;
+    if (typeof v === 'string' && v !== '') return v;
+  } catch {
+    // Undecodable stdin: the validation below reports it; the error object still needs a version.
+  }
+  return LATEST_VERSION;
+}
+
+export class CniDispatcher {
+  readonly #ctx: AgentContext;
+  readonly #scheduler: Scheduler;
+
+  constructor(ctx: AgentContext, scheduler: Scheduler) {
+    this.#ctx = ctx;
+    this.#scheduler = scheduler;
+  }
+
+  async handle(env: Record<string, string>, stdin: Buffer): Promise<CniAnswer> {
+    const started = performance.now();
+    const log = this.#ctx.log.child({ req: randomUUID().slice(0, 8) });
+    let version = sniffVersion(stdin);
+    let command = env.CNI_COMMAND ?? '';
+    try {
+      const cniEnv = parseEnv(env);
+      command = cniEnv.command;
+      if (cniEnv.command === 'VERSION') return ok(JSON.stringify(formatVersionResult(version)));
+      const conf = parseNetConf(stdin, cniEnv.command);
+      version = conf.cniVersion;
+      const stdout = await this.#run(cniEnv, conf, log);
+      log.info('cni call done', { command, containerId: env.CNI_CONTAINERID, ms: elapsed(started) });
+      return ok(stdout);
+    } catch (err) {
+      const obj = toCniErrorObject(err, version);
+      const level = err instanceof PodwireError && err.code !== 'ERR_INTERNAL' ? 'warn' : 'error';
+      log[level]('cni call failed', {
+        command,
+        containerId: env.CNI_CONTAINERID,
+        code: obj.code,
+        err: obj.msg,
+        stack: level === 'error' && err instanceof Error ? err.stack : undefined,
+        ms: elapsed(started),
+      });
+      return { exitCode: 1, stdout: JSON.stringify(obj) };
+    }
+  }
+
+  async #run(env: CniEnv, conf: NetConf, log: Logger): Promise<string> {
+    const ctx = this.#ctx;
+    switch (env.command) {
+      case 'ADD': {
+        const att = { containerId: env.containerId, ifname: env.ifname };
+        const netns = env.netns;
+        const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
+          cmdAdd(ctx, att, netns, log.child({ containerId: att.containerId, ifname: att.ifname })),
+        );
+        return JSON.stringify(formatResult(result, conf.cniVersion));
+      }
+      case 'DEL': {
+        const att = { containerId: env.containerId, ifname: env.ifname };
+        await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () => cmdDel(ctx, att, log));
+        return '';
+      }
+      case 'CHECK': {
+        const att = { containerId: env.containerId, ifname: env.ifname };
+        const prev = conf.prevResult;
+        if (!prev) throw new PodwireError('ERR_INVALID_CONFIG', 'prevResult: required for CHECK');
+        const netns = env.netns;
+        await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () => cmdCheck(ctx, att, netns, prev));
+        return '';
+      }
+      case 'GC': {
+        await cmdGc(ctx, conf.validAttachments ?? [], log);
+        return '';
+      }
+      case 'STATUS': {
+        const st = ctx.datapath.status();
+        if (!st.ready) throw new PodwireError('ERR_NOT_AVAILABLE', `datapath ${ctx.datapath.kind}: ${st.reason}`);
+        return '';
+      }
+      case 'VERSION':
+        return JSON.stringify(formatVersionResult(conf.cniVersion));
+    }
+  }
+}
+
+function ok(stdout: string): CniAnswer {
+  return { exitCode: 0, stdout };
+}
+
+function elapsed(started: number): number {
+  return Math.round((performance.now() - started) * 100) / 100;
+}

@@ -1,0 +1,126 @@
+/**
+ * The unix socket the relay (`bin/podwire-cni`) connects to. One connection carries one call:
+ *   request:  u32 big-endian N, N bytes of "KEY=VALUE\0" (the CNI_* environment), then stdin until EOF
+ *   response: one byte (the relay's exit code), then the bytes to print on stdout, then EOF
+ */
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { dirname } from 'node:path';
+import { PodwireError, toCniErrorObject } from '../cni/errors.js';
+import { LATEST_VERSION } from '../cni/versions.js';
+import type { CniAnswer } from './cni-dispatch.js';
+import type { Logger } from './log.js';
+
+/** A request larger than this is refused: a network configuration is a few KiB. */
+const MAX_REQUEST = 1 << 20;
+
+export interface RelayRequest {
+  env: Record<string, string>;
+  stdin: Buffer;
+}
+
+/** Decodes one request frame; throws ERR_DECODE on a malformed one. */
+export function decodeRequest(frame: Buffer): RelayRequest {
+  if (frame.length < 4) throw new PodwireError('ERR_DECODE', 'relay request shorter than its header');
+  const n = frame.readUInt32BE(0);
+  if (n > frame.length - 4) throw new PodwireError('ERR_DECODE', 'relay request environment block truncated');
+  const env: Record<string, string> = {};
+  for (const entry of frame.subarray(4, 4 + n).toString('utf8').split('\0')) {
+    if (entry === '') continue;
+    const eq = entry.indexOf('=');
+    if (eq <= 0) throw new PodwireError('ERR_DECODE', `relay request: malformed environment entry ${JSON.stringify(entry)}`);
+    env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return { env, stdin: frame.subarray(4 + n) };
+}
+
+export function encodeRequest(req: RelayRequest): Buffer {
+  const env = Buffer.from(
+    Object.entries(req.env)
+      .map(([k, v]) => `${k}=${v}\0`)
+      .join(''),
+  );
+  const head = Buffer.alloc(4);
+  head.writeUInt32BE(env.length);
+  return Buffer.concat([head, env, req.stdin]);
+}
+
+export class CniServer {
+  readonly path: string;
+  readonly #server: Server;
+  readonly #log: Logger;
+  readonly #sockets = new Set<Socket>();
+
+  constructor(path: string, handle: (req: RelayRequest) => Promise<CniAnswer>, log: Logger) {
+    this.path = path;
+    this.#log = log;
+    this.#server = createServer((sock) => this.#serve(sock, handle));
+  }
+
+  /** Listens on the path (replacing a stale socket file) with mode 0600. */
+  async listen(): Promise<void> {
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
+    rmSync(this.path, { force: true });
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.path, () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
+    });
+    chmodSync(this.path, 0o600);
+  }
+
+  /** Stops accepting; waits for calls in progress to answer. */
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    rmSync(this.path, { force: true });
+  }
+
+  /** Stops at once: open connections are destroyed (the relay answers "try again later"). */
+  destroy(): void {
+    for (const s of this.#sockets) s.destroy();
+    this.#server.close();
+    rmSync(this.path, { force: true });
+  }
+
+  #serve(sock: Socket, handle: (req: RelayRequest) => Promise<CniAnswer>): void {
+    this.#sockets.add(sock);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    sock.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_REQUEST) {
+        this.#reply(sock, {
+          exitCode: 1,
+          stdout: JSON.stringify({ cniVersion: LATEST_VERSION, code: 6, msg: `request larger than ${MAX_REQUEST} bytes` }),
+        });
+        return;
+      }
+      chunks.push(chunk);
+    });
+    sock.on('end', () => {
+      if (size > MAX_REQUEST) return;
+      let answer: Promise<CniAnswer>;
+      try {
+        answer = handle(decodeRequest(Buffer.concat(chunks)));
+      } catch (err) {
+        answer = Promise.resolve({ exitCode: 1, stdout: JSON.stringify(toCniErrorObject(err, LATEST_VERSION)) });
+      }
+      answer.then(
+        (a) => this.#reply(sock, a),
+        (err: unknown) => {
+          this.#log.error('dispatch threw', { err: String(err) });
+          this.#reply(sock, { exitCode: 1, stdout: JSON.stringify(toCniErrorObject(err, LATEST_VERSION)) });
+        },
+      );
+    });
+    sock.on('error', (err) => this.#log.warn('relay connection error', { err: err.message }));
+    sock.on('close', () => this.#sockets.delete(sock));
+  }
+
+  #reply(sock: Socket, a: CniAnswer): void {
+    if (sock.destroyed) return;
+    sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(a.stdout)]));
+  }
+}

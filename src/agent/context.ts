@@ -1,0 +1,23 @@
+/** What every CNI command handler works with; owned by the `Agent`, which builds and closes it. */
+import type { Announcer } from '../arp/announcer.js';
+import type { Datapath } from '../datapath/datapath.js';
+import type { NodeLocalAllocator } from '../ipam/allocator.js';
+import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
+import type { NetnsHandle } from '../kernel/netns.js';
+import type { AgentConfig } from './config.js';
+import type { Logger } from './log.js';
+
+export interface AgentContext {
+  config: AgentConfig;
+  /** The agent's own (node) namespace; every `inNetns` returns here. */
+  home: NetnsHandle;
+  /**
+   * Netlink socket in the node namespace. Shared by requests, which is safe only because every
+   * netlink exchange is synchronous: no request can interleave inside another's exchange.
+   */
+  nl: Rtnetlink;
+  ipam: NodeLocalAllocator;
+  datapath: Datapath;
+  announcer: Announcer;
+  log: Logger;
+}

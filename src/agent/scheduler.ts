@@ -1,0 +1,60 @@
+/**
+ * Request scheduling (DESIGN.md, I3): calls on the same attachment run one after another, in arrival
+ * order; calls on different attachments run in parallel, at most `limit` at once.
+ */
+
+export class Scheduler {
+  readonly limit: number;
+  /** Tail of the queue per key; an entry exists if and only if a call on that key is queued or running. */
+  readonly #tails = new Map<string, Promise<void>>();
+  #running = 0;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(limit: number) {
+    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`scheduler limit must be >= 1, got ${limit}`);
+    this.limit = limit;
+  }
+
+  /** Calls in flight or waiting for a slot. */
+  get inFlight(): number {
+    return this.#running + this.#waiting.length;
+  }
+
+  /** Runs `fn` once every earlier call with the same key has settled and a slot is free. */
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#tails.get(key);
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const tail = previous ? previous.then(() => mine) : mine;
+    this.#tails.set(key, tail);
+    try {
+      if (previous) await previous;
+      await this.#acquire();
+      try {
+        return await fn();
+      } finally {
+        this.#releaseSlot();
+      }
+    } finally {
+      release();
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    }
+  }
+
+  async #acquire(): Promise<void> {
+    if (this.#running < this.limit) {
+      this.#running++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  #releaseSlot(): void {
+    const next = this.#waiting.shift();
+    // The slot passes directly to the next waiter, so #running stays the same.
+    if (next) next();
+    else this.#running--;
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * The `Datapath` seam: what carries pod frames on the node. The agent creates the veth pair and
+ * configures the pod side; a datapath attaches the host end and owns everything node-side (bridge,
+ * gateway, flows). Every implementation passes test/datapath/compliance.ts.
+ */
+
+export interface GatewayAddress {
+  family: 4 | 6;
+  address: string;
+  prefixLength: number;
+}
+
+/** The host end of one pod attachment, as the datapath sees it. */
+export interface PodPort {
+  /** Host end of the veth, in the node namespace. */
+  hostIfname: string;
+  hostIfindex: number;
+  containerId: string;
+  ifname: string;
+  /** MAC and addresses of the pod side, for datapaths that guard or route by them. */
+  podMac: string;
+  podIps: string[];
+}
+
+export interface DatapathStatus {
+  ready: boolean;
+  /** Why the datapath cannot serve ADD when `ready` is false. */
+  reason?: string;
+}
+
+export interface Datapath {
+  readonly kind: string;
+  /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
+  start(): Promise<void>;
+  /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */
+  attachPort(port: PodPort): Promise<void>;
+  /** Detaches the port; succeeds when it is already gone. */
+  detachPort(hostIfname: string): Promise<void>;
+  /** Throws ERR_CHECK_FAILED, naming what differs, when the port is not attached as `attachPort` left it. */
+  checkPort(hostIfname: string): Promise<void>;
+  /** Host interface names of every attached pod port. */
+  ports(): Promise<string[]>;
+  status(): DatapathStatus;
+  /** Releases the datapath's own resources; leaves the node-side objects so running pods keep working. */
+  stop(): Promise<void>;
+}

@@ -1,0 +1,111 @@
+/**
+ * The Linux-bridge datapath: pods' host veths are ports of one bridge, which holds the gateway
+ * addresses. Needs nothing but the kernel.
+ */
+import { randomBytes } from 'node:crypto';
+import { PodwireError } from '../../cni/errors.js';
+import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
+import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+
+export interface BridgeDatapathOptions {
+  /** A netlink socket in the node namespace, owned by the caller. */
+  nl: Rtnetlink;
+  bridge: string;
+  mtu: number;
+  gateways: GatewayAddress[];
+}
+
+/** A random, locally administered unicast MAC. */
+function randomLocalMac(): string {
+  const b = randomBytes(6);
+  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
+  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+
+export class BridgeDatapath implements Datapath {
+  readonly kind = 'linux-bridge';
+  readonly #o: BridgeDatapathOptions;
+  /** Index of the bridge; 0 until start() succeeded. */
+  #bridgeIndex = 0;
+
+  constructor(options: BridgeDatapathOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * Equivalent to: `ip link add BRIDGE type bridge; ip link set BRIDGE address MAC up; ip addr add GW/LEN
+   * dev BRIDGE` plus the gateway sysctls. The MAC is set explicitly so the bridge never takes over a
+   * port's MAC when ports come and go: the gateway's identity on the wire must not change (I5).
+   */
+  async start(): Promise<void> {
+    const { nl, bridge, mtu, gateways } = this.#o;
+    let link = nl.linkByName(bridge);
+    if (link && link.kind !== 'bridge') {
+      throw new PodwireError('ERR_DATAPATH', `${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
+    }
+    if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
+    this.#bridgeIndex = link.index;
+    const present = new Set(nl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
+    for (const gw of gateways) {
+      if (present.has(`${gw.address}/${gw.prefixLength}`)) continue;
+      nl.addAddress(link.index, { address: gw.address, prefixLength: gw.prefixLength }, { nodad: gw.family === 6 });
+    }
+    // Never answer or ask with an address that is not on the bridge's own subnet (DESIGN.md, failure 2).
+    writeSysctl(ifaceSysctl(4, bridge, 'arp_announce'), '1');
+    writeSysctl('net/ipv4/ip_forward', '1');
+    if (gateways.some((g) => g.family === 6)) {
+      writeSysctl(ifaceSysctl(6, bridge, 'accept_ra'), '0');
+      writeSysctl('net/ipv6/conf/all/forwarding', '1');
+    }
+    nl.setLinkUp(link.index);
+  }
+
+  /** Equivalent to: `ip link set HOSTVETH master BRIDGE up`. */
+  async attachPort(port: PodPort): Promise<void> {
+    const nl = this.#o.nl;
+    nl.setMaster(port.hostIfindex, this.#requireBridge());
+    nl.setLinkUp(port.hostIfindex);
+  }
+
+  /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */
+  async detachPort(hostIfname: string): Promise<void> {
+    const link = this.#o.nl.linkByName(hostIfname);
+    if (!link || link.masterIndex !== this.#bridgeIndex) return;
+    this.#o.nl.setMaster(link.index, 0);
+  }
+
+  async checkPort(hostIfname: string): Promise<void> {
+    const link = this.#o.nl.linkByName(hostIfname);
+    if (!link) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} does not exist`);
+    if (link.masterIndex !== this.#requireBridge()) {
+      throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
+    }
+    if (!link.up) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} is down`);
+  }
+
+  async ports(): Promise<string[]> {
+    const index = this.#requireBridge();
+    return this.#o.nl
+      .links()
+      .filter((l) => l.masterIndex === index)
+      .map((l) => l.name);
+  }
+
+  status(): DatapathStatus {
+    if (this.#bridgeIndex === 0) return { ready: false, reason: 'bridge not set up yet' };
+    const link = this.#o.nl.linkByIndex(this.#bridgeIndex);
+    if (!link || link.name !== this.#o.bridge) return { ready: false, reason: `bridge ${this.#o.bridge} is gone` };
+    if (!link.up) return { ready: false, reason: `bridge ${this.#o.bridge} is down` };
+    return { ready: true };
+  }
+
+  async stop(): Promise<void> {
+    this.#bridgeIndex = 0;
+  }
+
+  #requireBridge(): number {
+    if (this.#bridgeIndex === 0) throw new PodwireError('ERR_DATAPATH', 'linux-bridge datapath not started');
+    return this.#bridgeIndex;
+  }
+}

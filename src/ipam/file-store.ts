@@ -1,0 +1,219 @@
+/**
+ * The IPAM store on the node's disk, in the layout of file-names.ts (one file per claimed address,
+ * like host-local's /var/lib/cni/networks/<network>/<ip>).
+ *
+ * claim   = write the record to a temp file in the range dir, fsync it, link(2) it to the address
+ *           name (atomic; EEXIST means taken), unlink the temp, fsync the range dir.
+ * release = read the record, check the owner, unlink, fsync the range dir.
+ * A crash at any point leaves the address file either absent or complete (it is only ever created
+ * by linking an fsynced file), plus at most a stale temp file, which `open` removes.
+ *
+ * Several processes may share a directory: link(2) arbitrates claims between them. Releases are
+ * serialised per address inside one process; across processes the owner check and the unlink are
+ * two steps, which is safe as long as one attachment is released by one process at a time (the
+ * agent serialises calls per attachment).
+ */
+
+import { join } from 'node:path';
+import { PodwireError } from '../cni/errors.js';
+import { addressFileName, addressFromFileName, isTempFileName, rangeDirName, tempFileName, tempFileWriter } from './file-names.js';
+import {
+  errnoCode,
+  linkIfAbsent,
+  mkdirDurably,
+  mtimeIfExists,
+  readdirIfExists,
+  subdirectories,
+  syncDir,
+  unlinkIfExists,
+  writeNewFileDurably,
+} from './fs-durable.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import { readFile } from 'node:fs/promises';
+import {
+  type AllocationRecord,
+  type AttachmentKey,
+  asRecord,
+  checkKey,
+  checkRangeId,
+  checkRecord,
+  closedError,
+  type IpamStore,
+  isOwner,
+  type StoredClaim,
+} from './store.js';
+
+/** A temp file older than this is stale even if a process with its writer's pid is alive (pid reuse). */
+const STALE_TEMP_AGE_MS = 30_000;
+
+export class FileStore implements IpamStore {
+  readonly dir: string;
+  #closed = false;
+  /** Operations started and not yet settled; `close` waits for them. */
+  readonly #inFlight = new Set<Promise<unknown>>();
+  /** Range dir path -> its creation, made durable once per process. Rejected entries are dropped. */
+  readonly #rangeDirs = new Map<string, Promise<void>>();
+  readonly #releases = new KeyedMutex();
+
+  private constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  /** Opens (creating if needed) the store under `dir` and removes stale temp files left by crashes. */
+  static async open(dir: string): Promise<FileStore> {
+    try {
+      await mkdirDurably(dir);
+      for (const name of await subdirectories(dir)) await removeStaleTempFiles(join(dir, name));
+    } catch (err) {
+      throw storeError(`opening IPAM store ${dir}`, err);
+    }
+    return new FileStore(dir);
+  }
+
+  claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean> {
+    return this.#op(`claiming ${ip} in ${rangeId}`, async () => {
+      const name = addressFileName(checkKey(rangeId, ip));
+      const data = `${JSON.stringify(checkRecord(rec))}\n`;
+      const rangeDir = join(this.dir, rangeDirName(rangeId));
+      await this.#ensureRangeDir(rangeDir);
+      const temp = join(rangeDir, tempFileName());
+      let linked: boolean;
+      try {
+        await writeNewFileDurably(temp, data);
+        linked = await linkIfAbsent(temp, join(rangeDir, name));
+      } catch (err) {
+        await removeAfterFailure(temp, err);
+        throw err;
+      }
+      await unlinkIfExists(temp);
+      // One fsync makes both the new link and the temp's removal durable.
+      if (linked) await syncDir(rangeDir);
+      return linked;
+    });
+  }
+
+  release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean> {
+    return this.#op(`releasing ${ip} in ${rangeId}`, async () => {
+      const canonical = checkKey(rangeId, ip);
+      const rangeDir = join(this.dir, rangeDirName(rangeId));
+      const file = join(rangeDir, addressFileName(canonical));
+      return this.#releases.run(file, async () => {
+        const rec = await readRecord(file);
+        if (rec === undefined || !isOwner(rec, owner)) return false;
+        if (!(await unlinkIfExists(file))) return false;
+        await syncDir(rangeDir);
+        return true;
+      });
+    });
+  }
+
+  list(rangeId: string): Promise<StoredClaim[]> {
+    return this.#op(`listing ${rangeId}`, async () => {
+      checkRangeId(rangeId);
+      const rangeDir = join(this.dir, rangeDirName(rangeId));
+      const claims = await Promise.all(
+        (await readdirIfExists(rangeDir)).map(async (name): Promise<StoredClaim | undefined> => {
+          const ip = isTempFileName(name) ? undefined : addressFromFileName(name);
+          if (ip === undefined) return undefined; // not a claim (a temp file, or a foreign file)
+          const rec = await readRecord(join(rangeDir, name));
+          return rec === undefined ? undefined : { ip, rec }; // undefined: released since readdir
+        }),
+      );
+      return claims.filter((c) => c !== undefined);
+    });
+  }
+
+  /** Refuses new calls, then waits for those in flight. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  async #op<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw closedError();
+    const p = fn();
+    this.#inFlight.add(p);
+    try {
+      return await p;
+    } catch (err) {
+      throw storeError(what, err);
+    } finally {
+      this.#inFlight.delete(p);
+    }
+  }
+
+  #ensureRangeDir(rangeDir: string): Promise<void> {
+    let made = this.#rangeDirs.get(rangeDir);
+    if (made === undefined) {
+      made = mkdirDurably(rangeDir);
+      this.#rangeDirs.set(rangeDir, made);
+      made.catch(() => this.#rangeDirs.delete(rangeDir)); // the awaiting claim reports the error
+    }
+    return made;
+  }
+}
+
+/** Keeps PodwireErrors (bad arguments) as they are; wraps anything else as ERR_STORE. */
+function storeError(what: string, err: unknown): PodwireError {
+  if (err instanceof PodwireError) return err;
+  const msg = err instanceof Error ? err.message : String(err);
+  return new PodwireError('ERR_STORE', `${what}: ${msg}`, { cause: err });
+}
+
+/** The record in `file`; undefined when there is no such file; ERR_STORE when it is not a record. */
+async function readRecord(file: string): Promise<AllocationRecord | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  let rec: AllocationRecord | undefined;
+  try {
+    rec = asRecord(JSON.parse(text));
+  } catch (err) {
+    throw new PodwireError('ERR_STORE', `IPAM record ${file} is not JSON`, { cause: err });
+  }
+  if (rec === undefined) throw new PodwireError('ERR_STORE', `IPAM record ${file} lacks owner fields`);
+  return rec;
+}
+
+/** Removes the temp file of a failed claim; if that fails too, both errors are reported. */
+async function removeAfterFailure(temp: string, err: unknown): Promise<void> {
+  try {
+    await unlinkIfExists(temp);
+  } catch (unlinkErr) {
+    throw new AggregateError([err, unlinkErr], `claim failed and its temp file ${temp} remains`, { cause: err });
+  }
+}
+
+/** Whether process `pid` exists (EPERM: it exists but belongs to someone else). */
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    if (errnoCode(err) === 'ESRCH') return false;
+    if (errnoCode(err) === 'EPERM') return true;
+    throw err;
+  }
+}
+
+/**
+ * Removes temp files whose writer is gone, or which are too old to belong to a claim in flight.
+ * A live process's fresh temp file is left alone: removing it would fail that process's claim.
+ */
+async function removeStaleTempFiles(rangeDir: string): Promise<void> {
+  const now = Date.now();
+  for (const name of await readdirIfExists(rangeDir)) {
+    if (!isTempFileName(name)) continue;
+    const path = join(rangeDir, name);
+    const mtime = await mtimeIfExists(path);
+    if (mtime === undefined) continue; // its writer finished meanwhile
+    const writer = tempFileWriter(name);
+    if (writer === undefined || !processExists(writer) || now - mtime > STALE_TEMP_AGE_MS) {
+      await unlinkIfExists(path);
+    }
+  }
+}

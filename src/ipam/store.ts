@@ -1,0 +1,104 @@
+/**
+ * The IPAM store seam: where address claims live. `FileStore` keeps them on the node's disk; an
+ * etcd store will keep them cluster-wide; `MemoryStore` is the fake for tests of callers. All of
+ * them pass test/ipam/store-compliance.ts.
+ *
+ * Invariants every implementation keeps:
+ * - A claim is keyed by (rangeId, ip) and holds one record. `claim` is compare-and-create: of any
+ *   number of concurrent claims of one key (from any process or node sharing the store) at most
+ *   one resolves true, and none succeeds while the key exists.
+ * - `release` is compare-and-delete on the owner (containerId, ifname): it never removes a claim
+ *   that another attachment holds.
+ * - `claim` and `release` are durable before they resolve true: a process kill or power loss
+ *   afterwards does not undo them. A crash before they resolve leaves the key either wholly
+ *   claimed (with a complete record) or absent.
+ * - Addresses are stored and listed in canonical text (see ip.ts); any accepted spelling of an
+ *   address names the same key. Text that is not an address is refused with ERR_INVALID_CONFIG.
+ * - After `close` (idempotent; it waits for operations in flight) every call rejects with ERR_STORE.
+ * The store does not interpret rangeId beyond it being a non-empty string; the allocator uses the
+ * range's canonical CIDR text. The store does not check that `ip` lies inside the range.
+ */
+
+import { PodwireError } from '../cni/errors.js';
+import { canonicalIp } from './ip.js';
+
+export interface AllocationRecord {
+  containerId: string;
+  ifname: string;
+  /** ISO 8601 time of the claim. */
+  createdAt: string;
+}
+
+/** An attachment, the owner of a claim: the CNI (CNI_CONTAINERID, CNI_IFNAME) pair. */
+export interface AttachmentKey {
+  containerId: string;
+  ifname: string;
+}
+
+export interface StoredClaim {
+  /** Canonical address text. */
+  ip: string;
+  rec: AllocationRecord;
+}
+
+export interface IpamStore {
+  /** Atomically claims `ip` in `rangeId` for the attachment in `rec`; resolves false if already taken. */
+  claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean>;
+  /** Removes the claim if (and only if) `owner` holds it; resolves whether something was removed. */
+  release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean>;
+  /** Every claim in the range, in no particular order; a snapshot that concurrent calls may change. */
+  list(rangeId: string): Promise<StoredClaim[]>;
+  close(): Promise<void>;
+}
+
+/** Whether the record belongs to the attachment. */
+export function isOwner(rec: AttachmentKey, owner: AttachmentKey): boolean {
+  return rec.containerId === owner.containerId && rec.ifname === owner.ifname;
+}
+
+/** A string key for maps of attachments; unambiguous for any pair of strings. */
+export function attachmentKey(owner: AttachmentKey): string {
+  return JSON.stringify([owner.containerId, owner.ifname]);
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === 'string' && value !== '';
+}
+
+/** Checks a stored or submitted record; undefined when it is not one (the caller names the source). */
+export function asRecord(value: unknown): AllocationRecord | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { containerId, ifname, createdAt } = value as Record<string, unknown>;
+  if (!nonEmpty(containerId) || !nonEmpty(ifname) || !nonEmpty(createdAt)) return undefined;
+  return { containerId, ifname, createdAt };
+}
+
+/**
+ * Argument checks shared by implementations, so that they refuse the same inputs.
+ * Returns the canonical address text.
+ */
+export function checkKey(rangeId: string, ip: string): string {
+  checkRangeId(rangeId);
+  return canonicalIp(ip, 'IPAM address');
+}
+
+export function checkRangeId(rangeId: string): void {
+  if (!nonEmpty(rangeId)) {
+    throw new PodwireError('ERR_INVALID_CONFIG', `invalid IPAM range id ${JSON.stringify(rangeId)}`);
+  }
+}
+
+export function checkRecord(rec: AllocationRecord): AllocationRecord {
+  const checked = asRecord(rec);
+  if (checked === undefined) {
+    throw new PodwireError(
+      'ERR_INVALID_CONFIG',
+      `invalid IPAM record ${JSON.stringify(rec)}: containerId, ifname and createdAt must be non-empty strings`,
+    );
+  }
+  return checked;
+}
+
+export function closedError(): PodwireError {
+  return new PodwireError('ERR_STORE', 'IPAM store is closed');
+}

@@ -1,0 +1,153 @@
+/**
+ * Network namespace handles and the one place where the agent enters another namespace (DESIGN.md, I1).
+ *
+ * `setns(2)` moves only the calling thread. Node runs JavaScript on one thread, so while that thread is
+ * in another namespace nothing else of the agent may run: `inNetns` is synchronous, refuses callbacks
+ * that return a promise, and verifies the thread's namespace inode on the way in and on the way out.
+ * If the way back fails the process exits: it must never go on in the wrong namespace.
+ */
+import { closeSync, fstatSync, openSync, constants as fsc, statSync } from 'node:fs';
+import koffi from 'koffi';
+import { PodwireError } from '../cni/errors.js';
+import { CLONE_NEWNET, KernelError, setns } from './libc.js';
+
+const libc = koffi.load('libc.so.6');
+const ioctl = libc.func('int ioctl(int fd, unsigned long request, ...)');
+/** linux/nsfs.h: _IO(0xb7, 0x3), answers the CLONE_NEW* type of a namespace file. */
+const NS_GET_NSTYPE = 0xb703;
+
+/** Identity of a namespace: the nsfs device and inode, as `stat -L /proc/self/ns/net` shows them. */
+export interface NetnsId {
+  dev: bigint;
+  ino: bigint;
+}
+
+/** The namespace the calling thread is in now. */
+export function currentNetnsId(): NetnsId {
+  const st = statSync('/proc/thread-self/ns/net', { bigint: true });
+  return { dev: st.dev, ino: st.ino };
+}
+
+export function sameNetns(a: NetnsId, b: NetnsId): boolean {
+  return a.dev === b.dev && a.ino === b.ino;
+}
+
+/** An open descriptor on a network namespace. Its one owner disposes it; dispose is idempotent. */
+export class NetnsHandle implements Disposable {
+  readonly path: string;
+  readonly id: NetnsId;
+  #fd: number;
+
+  private constructor(path: string, fd: number, id: NetnsId) {
+    this.path = path;
+    this.#fd = fd;
+    this.id = id;
+  }
+
+  /**
+   * Opens `path` and checks that it is a network namespace. Fails with ERR_INVALID_ENV naming the
+   * path when it does not exist or is not a network namespace.
+   */
+  static open(path: string): NetnsHandle {
+    let fd: number;
+    try {
+      fd = openSync(path, fsc.O_RDONLY | fsc.O_CLOEXEC);
+    } catch (err) {
+      throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: cannot open ${path}`, { cause: err });
+    }
+    try {
+      const type = Number(ioctl(fd, NS_GET_NSTYPE));
+      if (type !== CLONE_NEWNET) {
+        throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: ${path} is not a network namespace`, {
+          cause: type < 0 ? new KernelError('ioctl(NS_GET_NSTYPE)', koffi.errno()) : undefined,
+        });
+      }
+      const st = fstatSync(fd, { bigint: true });
+      return new NetnsHandle(path, fd, { dev: st.dev, ino: st.ino });
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+  }
+
+  /** The namespace of the calling thread, e.g. the agent's own ("home") namespace at start. */
+  static current(): NetnsHandle {
+    return NetnsHandle.open('/proc/thread-self/ns/net');
+  }
+
+  get fd(): number {
+    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', `netns handle ${this.path} used after close`);
+    return this.#fd;
+  }
+
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  close(): void {
+    if (this.#fd < 0) return;
+    const fd = this.#fd;
+    this.#fd = -1;
+    closeSync(fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** Opens a pod's namespace and refuses one that is the agent's own (DESIGN.md, I1). */
+export function openPodNetns(path: string, home: NetnsHandle): NetnsHandle {
+  const h = NetnsHandle.open(path);
+  if (sameNetns(h.id, home.id)) {
+    h.close();
+    throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: ${path} is the node's own network namespace`);
+  }
+  return h;
+}
+
+type NotPromise<T> = T extends PromiseLike<unknown> ? never : T;
+
+/** What happens when the thread cannot return home; replaced only by tests of this path. */
+let onReturnFailure = (err: unknown): never => {
+  process.stderr.write(
+    `${JSON.stringify({ level: 'fatal', msg: 'cannot return to the agent network namespace', err: String(err) })}\n`,
+  );
+  process.exit(70);
+};
+
+/**
+ * Runs `fn` with the calling thread inside `target`, then returns it to `home`. `fn` must be
+ * synchronous: it should only create sockets or open /proc/sys files, which stay bound to `target`.
+ */
+export function inNetns<T>(target: NetnsHandle, home: NetnsHandle, fn: () => NotPromise<T>): NotPromise<T> {
+  const before = currentNetnsId();
+  if (!sameNetns(before, home.id)) {
+    return onReturnFailure(new PodwireError('ERR_INTERNAL', 'thread is not in its home namespace on entry'));
+  }
+  setns(target.fd, CLONE_NEWNET);
+  let result: NotPromise<T>;
+  try {
+    const inside = currentNetnsId();
+    if (!sameNetns(inside, target.id)) {
+      throw new PodwireError('ERR_INTERNAL', `setns into ${target.path} landed in another namespace`);
+    }
+    result = fn();
+  } finally {
+    try {
+      setns(home.fd, CLONE_NEWNET);
+      if (!sameNetns(currentNetnsId(), home.id)) throw new Error('thread namespace differs from home after setns');
+    } catch (err) {
+      onReturnFailure(err);
+    }
+  }
+  if (result !== null && typeof (result as { then?: unknown })?.then === 'function') {
+    throw new PodwireError('ERR_INTERNAL', 'inNetns callback returned a promise: namespace work must be synchronous');
+  }
+  return result;
+}
+
+/** For tests of the fatal path only. */
+export function setOnReturnFailure(fn: (err: unknown) => never): void {
+  onReturnFailure = fn;
+}

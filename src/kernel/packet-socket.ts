@@ -1,0 +1,57 @@
+/**
+ * AF_PACKET sockets for sending whole Ethernet frames (gratuitous ARP, unsolicited NA). A socket is
+ * bound to the namespace it was created in: create it with `inNetns` for a pod interface.
+ */
+import { AF_PACKET, bind, close, SOCK_RAW, sendto, socket } from './libc.js';
+import { PodwireError } from '../cni/errors.js';
+
+/** struct sockaddr_ll (linux/if_packet.h). */
+function sockaddrLl(ifindex: number, protocol: number): Buffer {
+  const sa = Buffer.alloc(20);
+  sa.writeUInt16LE(AF_PACKET, 0);
+  sa.writeUInt16BE(protocol, 2);
+  sa.writeInt32LE(ifindex, 4);
+  return sa;
+}
+
+/** A send-only packet socket on one interface; protocol 0 so the kernel never queues frames to it. */
+export class PacketSocket implements Disposable {
+  readonly ifindex: number;
+  #fd: number;
+  readonly #dest: Buffer;
+
+  private constructor(fd: number, ifindex: number) {
+    this.#fd = fd;
+    this.ifindex = ifindex;
+    this.#dest = sockaddrLl(ifindex, 0);
+  }
+
+  /** Equivalent to: socket(AF_PACKET, SOCK_RAW, 0) bound to `ifindex`. */
+  static open(ifindex: number): PacketSocket {
+    const fd = socket(AF_PACKET, SOCK_RAW, 0);
+    try {
+      bind(fd, sockaddrLl(ifindex, 0));
+    } catch (err) {
+      close(fd);
+      throw err;
+    }
+    return new PacketSocket(fd, ifindex);
+  }
+
+  /** Sends one complete Ethernet frame. */
+  send(frame: Buffer): void {
+    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', 'packet socket used after close');
+    sendto(this.#fd, frame, 0, this.#dest);
+  }
+
+  close(): void {
+    if (this.#fd < 0) return;
+    const fd = this.#fd;
+    this.#fd = -1;
+    close(fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
