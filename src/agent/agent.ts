@@ -13,6 +13,7 @@ import { FileStore } from '../ipam/file-store.js';
 import { formatIp } from '../ipam/ip.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
+import { writeSysctl } from '../kernel/sysctl.js';
 import { CniDispatcher } from './cni-dispatch.js';
 import { CniServer } from './cni-server.js';
 import type { AgentConfig } from './config.js';
@@ -61,6 +62,7 @@ export class Agent {
         bridge: config.bridge,
         mtu: config.mtu,
         gateways: gatewaysOf(config.podCIDRs),
+        sysctl: writeSysctl,
       });
       await datapath.start();
       closers.push(() => datapath.stop());

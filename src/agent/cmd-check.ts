@@ -4,6 +4,7 @@
  */
 import { PodwireError } from '../cni/errors.js';
 import type { Attachment, CniResult } from '../cni/types.js';
+import { AF_INET, AF_INET6 } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { inNetns, openPodNetns } from '../kernel/netns.js';
 import type { AgentContext } from './context.js';
@@ -23,7 +24,7 @@ export async function cmdCheck(ctx: AgentContext, att: Attachment, netnsPath: st
   if (podIface < 0) throw drift(`prevResult: no interface ${att.ifname} with a sandbox`);
   const expected = prev.interfaces[podIface];
 
-  const held = await ctx.ipam.lookup(att);
+  const held = ctx.ipam.lookup(att);
   const heldText = new Set(held.map((a) => `${a.ip}/${a.prefixLength}`));
   const prevIps = prev.ips.filter((ip) => ip.interface === undefined || ip.interface === podIface);
   for (const ip of prevIps) {
@@ -44,7 +45,7 @@ export async function cmdCheck(ctx: AgentContext, att: Attachment, netnsPath: st
     if (!present.has(ip.address)) throw drift(`address ${ip.address} is missing on ${att.ifname}`);
   }
   for (const a of held) {
-    const routes = podNl.routes({ family: a.family, oif: link.index });
+    const routes = podNl.routes({ family: a.family === 4 ? AF_INET : AF_INET6, oif: link.index });
     const def = routes.find((r) => r.dst === undefined || r.dst === defaultDst(a.family));
     if (!def || def.gateway !== a.gateway) {
       throw drift(`default IPv${a.family} route via ${a.gateway} is missing on ${att.ifname}`);

@@ -4,7 +4,7 @@
  * cniVersion. Every failure becomes a CNI error object; nothing thrown escapes (I6).
  */
 import { randomUUID } from 'node:crypto';
-import { parseNetConf } from '../cni/config.js';
+import { parseNetConf, parseVersionRequest } from '../cni/config.js';
 import { parseEnv } from '../cni/env.js';
 import { PodwireError, toCniErrorObject } from '../cni/errors.js';
 import { formatResult, formatVersionResult } from '../cni/result.js';
@@ -53,7 +53,7 @@ export class CniDispatcher {
     try {
       const cniEnv = parseEnv(env);
       command = cniEnv.command;
-      if (cniEnv.command === 'VERSION') return ok(JSON.stringify(formatVersionResult(version)));
+      if (cniEnv.command === 'VERSION') return ok(JSON.stringify(formatVersionResult(parseVersionRequest(stdin))));
       const conf = parseNetConf(stdin, cniEnv.command);
       version = conf.cniVersion;
       const stdout = await this.#run(cniEnv, conf, log);

@@ -3,6 +3,7 @@
  * namespace (so no namespace switch happens here).
  */
 import { PodwireError } from '../cni/errors.js';
+import { AF_INET, AF_INET6 } from '../kernel/libc.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { Allocation } from '../ipam/allocator.js';
 
@@ -23,7 +24,7 @@ export function configurePodInterface(podNl: Rtnetlink, ifname: string, allocati
   }
   podNl.setLinkUp(link.index);
   for (const a of allocations) {
-    podNl.addRoute({ family: a.family, gateway: a.gateway, oif: link.index });
+    podNl.addRoute({ family: a.family === 4 ? AF_INET : AF_INET6, gateway: a.gateway, oif: link.index });
   }
   return { index: link.index, mac: link.mac };
 }

@@ -21,7 +21,14 @@ import {
   readString,
   requireString,
 } from './json.js';
-import { quote, validateAbsolutePath, validateContainerID, validateInterfaceName, validateNetworkName, validatePluginType } from './names.js';
+import {
+  quote,
+  validateAbsolutePath,
+  validateContainerID,
+  validateInterfaceName,
+  validateNetworkName,
+  validatePluginType,
+} from './names.js';
 import { parseDns, parseResult } from './result.js';
 import type { Attachment, CniCommand, NetConf } from './types.js';
 import { isSupportedVersion, SUPPORTED_VERSIONS, supportsCheck, supportsGcStatus } from './versions.js';

@@ -40,7 +40,10 @@ export function parseCommand(value: string | undefined): CniCommand {
   if (value === undefined || value === '') throw envError('CNI_COMMAND', 'missing');
   const command = CNI_COMMANDS.find((c) => c === value);
   if (command === undefined) {
-    throw envError('CNI_COMMAND', `unknown command ${quote(value)}; expected one of ${CNI_COMMANDS.join(', ')}`);
+    throw envError(
+      'CNI_COMMAND',
+      `unknown command ${quote(value)}; expected one of ${CNI_COMMANDS.join(', ')}`,
+    );
   }
   return command;
 }

@@ -1,6 +1,11 @@
 /** The CNI specification layer: types, versions, environment and configuration validation, results. */
 
-export { parseNetConf, parseVersionRequest, VALID_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY_ORIGINAL } from './config.js';
+export {
+  parseNetConf,
+  parseVersionRequest,
+  VALID_ATTACHMENTS_KEY,
+  VALID_ATTACHMENTS_KEY_ORIGINAL,
+} from './config.js';
 export { parseCniArgs, parseCniPath, parseCommand, parseEnv } from './env.js';
 export {
   CNI_CODES,

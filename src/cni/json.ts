@@ -43,7 +43,8 @@ export function expectObject(value: unknown, path: string): JsonObject {
 export function readString(obj: JsonObject, key: string, parent: string): string | undefined {
   const value = own(obj, key);
   if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw invalid(fieldPath(parent, key), `must be a string, got ${typeName(value)}`);
+  if (typeof value !== 'string')
+    throw invalid(fieldPath(parent, key), `must be a string, got ${typeName(value)}`);
   return value;
 }
 
@@ -61,7 +62,8 @@ export function readObject(obj: JsonObject, key: string, parent: string): JsonOb
 export function readArray(obj: JsonObject, key: string, parent: string): unknown[] | undefined {
   const value = own(obj, key);
   if (value === undefined) return undefined;
-  if (!Array.isArray(value)) throw invalid(fieldPath(parent, key), `must be an array, got ${typeName(value)}`);
+  if (!Array.isArray(value))
+    throw invalid(fieldPath(parent, key), `must be an array, got ${typeName(value)}`);
   return value;
 }
 

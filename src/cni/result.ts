@@ -80,7 +80,10 @@ function formatIp(ip: CniIpConfig, versioned: boolean): JsonObject {
     const family = cidrFamily(ip.address);
     if (family === undefined) {
       // Only a bug inside podwire can get here: every address it reports comes from its own IPAM.
-      throw new PodwireError('ERR_INTERNAL', `ips.address: ${JSON.stringify(ip.address)} is not an address/prefix`);
+      throw new PodwireError(
+        'ERR_INTERNAL',
+        `ips.address: ${JSON.stringify(ip.address)} is not an address/prefix`,
+      );
     }
     out.version = String(family);
   }
@@ -157,7 +160,8 @@ function parseIp(item: unknown, at: string, versioned: boolean, interfaceCount: 
   const obj = expectObject(item, at);
   const address = requireString(obj, 'address', at);
   const family = cidrFamily(address);
-  if (family === undefined) throw invalid(fieldPath(at, 'address'), `${JSON.stringify(address)} is not address/prefix`);
+  if (family === undefined)
+    throw invalid(fieldPath(at, 'address'), `${JSON.stringify(address)} is not address/prefix`);
   if (versioned) checkVersionField(obj, at, family);
   const out: CniIpConfig = { address };
   const gateway = readString(obj, 'gateway', at);
@@ -168,7 +172,10 @@ function parseIp(item: unknown, at: string, versioned: boolean, interfaceCount: 
   const index = readUint32(obj, 'interface', at);
   if (index !== undefined) {
     if (index >= interfaceCount) {
-      throw invalid(fieldPath(at, 'interface'), `index ${index} is out of range (${interfaceCount} interfaces)`);
+      throw invalid(
+        fieldPath(at, 'interface'),
+        `index ${index} is out of range (${interfaceCount} interfaces)`,
+      );
     }
     out.interface = index;
   }
@@ -195,7 +202,8 @@ function parseRoute(item: unknown, at: string): CniRoute {
   const obj = expectObject(item, at);
   const dst = requireString(obj, 'dst', at);
   const family = cidrFamily(dst);
-  if (family === undefined) throw invalid(fieldPath(at, 'dst'), `${JSON.stringify(dst)} is not address/prefix`);
+  if (family === undefined)
+    throw invalid(fieldPath(at, 'dst'), `${JSON.stringify(dst)} is not address/prefix`);
   const out: CniRoute = { dst };
   const gw = readString(obj, 'gw', at);
   if (gw !== undefined) {

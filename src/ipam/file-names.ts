@@ -22,7 +22,9 @@ const TEMP_PREFIX = '.tmp-';
 const TEMP_NAME = /^\.tmp-([1-9][0-9]*)-[0-9a-f]+$/;
 
 function percentEncode(char: string): string {
-  return [...Buffer.from(char, 'utf8')].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+  return [...Buffer.from(char, 'utf8')]
+    .map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`)
+    .join('');
 }
 
 /** The directory name of a range; throws ERR_INVALID_CONFIG if it cannot be one. */
@@ -36,7 +38,10 @@ export function rangeDirName(rangeId: string): string {
     else name += percentEncode(char);
   }
   if (name === '' || Buffer.byteLength(name) > NAME_MAX) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `IPAM range id ${JSON.stringify(rangeId)} cannot name a directory`);
+    throw new PodwireError(
+      'ERR_INVALID_CONFIG',
+      `IPAM range id ${JSON.stringify(rangeId)} cannot name a directory`,
+    );
   }
   return name;
 }

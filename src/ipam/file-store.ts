@@ -14,9 +14,17 @@
  * agent serialises calls per attachment).
  */
 
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PodwireError } from '../cni/errors.js';
-import { addressFileName, addressFromFileName, isTempFileName, rangeDirName, tempFileName, tempFileWriter } from './file-names.js';
+import {
+  addressFileName,
+  addressFromFileName,
+  isTempFileName,
+  rangeDirName,
+  tempFileName,
+  tempFileWriter,
+} from './file-names.js';
 import {
   errnoCode,
   linkIfAbsent,
@@ -29,7 +37,6 @@ import {
   writeNewFileDurably,
 } from './fs-durable.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { readFile } from 'node:fs/promises';
 import {
   type AllocationRecord,
   type AttachmentKey,
@@ -51,7 +58,7 @@ export class FileStore implements IpamStore {
   #closed = false;
   /** Operations started and not yet settled; `close` waits for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
-  /** Range dir path -> its creation, made durable once per process. Rejected entries are dropped. */
+  /** Range dir path -> its durable creation, done once per instance. Rejected entries are dropped. */
   readonly #rangeDirs = new Map<string, Promise<void>>();
   readonly #releases = new KeyedMutex();
 
@@ -184,7 +191,9 @@ async function removeAfterFailure(temp: string, err: unknown): Promise<void> {
   try {
     await unlinkIfExists(temp);
   } catch (unlinkErr) {
-    throw new AggregateError([err, unlinkErr], `claim failed and its temp file ${temp} remains`, { cause: err });
+    throw new AggregateError([err, unlinkErr], `claim failed and its temp file ${temp} remains`, {
+      cause: err,
+    });
   }
 }
 

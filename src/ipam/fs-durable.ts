@@ -8,7 +8,8 @@ import { dirname } from 'node:path';
 
 /** The errno code of a Node system error, if it is one. */
 export function errnoCode(err: unknown): string | undefined {
-  if (typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string') return err.code;
+  if (typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string')
+    return err.code;
   return undefined;
 }
 

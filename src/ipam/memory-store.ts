@@ -22,53 +22,74 @@ export type MemoryBacking = Map<string, Map<string, AllocationRecord>>;
 export class MemoryStore implements IpamStore {
   readonly backing: MemoryBacking;
   #closed = false;
+  /** Operations started and not yet settled; `close` waits for them. */
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(backing: MemoryBacking = new Map()) {
     this.backing = backing;
   }
 
-  async claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean> {
-    this.#checkOpen();
-    const key = checkKey(rangeId, ip);
-    const record = checkRecord(rec);
-    // Yield once, as a real store would, so that callers' interleavings are exercised.
-    await Promise.resolve();
-    this.#checkOpen();
-    let range = this.backing.get(rangeId);
-    if (range === undefined) {
-      range = new Map();
-      this.backing.set(rangeId, range);
-    }
-    if (range.has(key)) return false;
-    range.set(key, { ...record });
-    return true;
+  claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean> {
+    return this.#op(() => {
+      const key = checkKey(rangeId, ip);
+      const record = checkRecord(rec);
+      let range = this.backing.get(rangeId);
+      if (range === undefined) {
+        range = new Map();
+        this.backing.set(rangeId, range);
+      }
+      if (range.has(key)) return false;
+      range.set(key, { ...record });
+      return true;
+    });
   }
 
-  async release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean> {
-    this.#checkOpen();
-    const key = checkKey(rangeId, ip);
-    await Promise.resolve();
-    this.#checkOpen();
-    const range = this.backing.get(rangeId);
-    const rec = range?.get(key);
-    if (range === undefined || rec === undefined || !isOwner(rec, owner)) return false;
-    range.delete(key);
-    if (range.size === 0) this.backing.delete(rangeId);
-    return true;
+  release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean> {
+    return this.#op(() => {
+      const key = checkKey(rangeId, ip);
+      const range = this.backing.get(rangeId);
+      const rec = range?.get(key);
+      if (range === undefined || rec === undefined || !isOwner(rec, owner)) return false;
+      range.delete(key);
+      if (range.size === 0) this.backing.delete(rangeId);
+      return true;
+    });
   }
 
-  async list(rangeId: string): Promise<StoredClaim[]> {
-    this.#checkOpen();
-    checkRangeId(rangeId);
-    const range = this.backing.get(rangeId) ?? new Map<string, AllocationRecord>();
-    return [...range].map(([ip, rec]) => ({ ip, rec: { ...rec } }));
+  list(rangeId: string): Promise<StoredClaim[]> {
+    return this.#op(() => {
+      checkRangeId(rangeId);
+      const range = this.backing.get(rangeId) ?? new Map<string, AllocationRecord>();
+      return [...range].map(([ip, rec]) => ({ ip, rec: { ...rec } }));
+    });
   }
 
+  /** Refuses new calls, then waits for those in flight. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
+    await Promise.allSettled([...this.#inFlight]);
   }
 
-  #checkOpen(): void {
+  /**
+   * Runs `step` after one turn of the event loop, as a real store's I/O would, so that callers'
+   * interleavings are exercised; the step itself is atomic.
+   */
+  async #op<T>(step: () => T): Promise<T> {
     if (this.#closed) throw closedError();
+    const p = new Promise<T>((resolve, reject) => {
+      setImmediate(() => {
+        try {
+          resolve(step());
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+    this.#inFlight.add(p);
+    try {
+      return await p;
+    } finally {
+      this.#inFlight.delete(p);
+    }
   }
 }

@@ -11,7 +11,8 @@
  *   that another attachment holds.
  * - `claim` and `release` are durable before they resolve true: a process kill or power loss
  *   afterwards does not undo them. A crash before they resolve leaves the key either wholly
- *   claimed (with a complete record) or absent.
+ *   claimed (with a complete record) or absent. A `claim` that rejects (ERR_STORE) may or may not
+ *   have taken effect; a `release` by the same owner settles it.
  * - Addresses are stored and listed in canonical text (see ip.ts); any accepted spelling of an
  *   address names the same key. Text that is not an address is refused with ERR_INVALID_CONFIG.
  * - After `close` (idempotent; it waits for operations in flight) every call rejects with ERR_STORE.

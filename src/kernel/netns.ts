@@ -51,7 +51,7 @@ export class NetnsHandle implements Disposable {
   static open(path: string): NetnsHandle {
     let fd: number;
     try {
-      fd = openSync(path, fsc.O_RDONLY | fsc.O_CLOEXEC);
+      fd = openSync(path, fsc.O_RDONLY) // libuv adds O_CLOEXEC;
     } catch (err) {
       throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: cannot open ${path}`, { cause: err });
     }

@@ -5,6 +5,9 @@
 import { closeSync, openSync, readSync, writeSync } from 'node:fs';
 import { PodwireError } from '../cni/errors.js';
 
+/** Writes a sysctl in one fixed namespace; lets components be run against a test namespace. */
+export type SysctlWriter = (key: string, value: string) => void;
+
 const IFNAME = /^[^/\s:]{1,15}$/;
 
 function procPath(key: string): string {

@@ -52,7 +52,8 @@ describe('versions', () => {
   }
 
   test('unsupported versions', () => {
-    for (const v of ['0.1.0', '0.2.0', '1.2.0', '2.0.0', '', '1.0']) assert.equal(isSupportedVersion(v), false, v);
+    for (const v of ['0.1.0', '0.2.0', '1.2.0', '2.0.0', '', '1.0'])
+      assert.equal(isSupportedVersion(v), false, v);
   });
 
   test('versionInfo echoes a supported version and falls back to the latest', () => {

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
+import { ifaceSysctl, type SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
 
 export interface BridgeDatapathOptions {
@@ -14,6 +14,8 @@ export interface BridgeDatapathOptions {
   bridge: string;
   mtu: number;
   gateways: GatewayAddress[];
+  /** Writes sysctls of the node namespace (the agent's own: `writeSysctl`). */
+  sysctl: SysctlWriter;
 }
 
 /** A random, locally administered unicast MAC. */
@@ -39,7 +41,7 @@ export class BridgeDatapath implements Datapath {
    * port's MAC when ports come and go: the gateway's identity on the wire must not change (I5).
    */
   async start(): Promise<void> {
-    const { nl, bridge, mtu, gateways } = this.#o;
+    const { nl, bridge, mtu, gateways, sysctl } = this.#o;
     let link = nl.linkByName(bridge);
     if (link && link.kind !== 'bridge') {
       throw new PodwireError('ERR_DATAPATH', `${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
@@ -52,11 +54,11 @@ export class BridgeDatapath implements Datapath {
       nl.addAddress(link.index, { address: gw.address, prefixLength: gw.prefixLength }, { nodad: gw.family === 6 });
     }
     // Never answer or ask with an address that is not on the bridge's own subnet (DESIGN.md, failure 2).
-    writeSysctl(ifaceSysctl(4, bridge, 'arp_announce'), '1');
-    writeSysctl('net/ipv4/ip_forward', '1');
+    sysctl(ifaceSysctl(4, bridge, 'arp_announce'), '1');
+    sysctl('net/ipv4/ip_forward', '1');
     if (gateways.some((g) => g.family === 6)) {
-      writeSysctl(ifaceSysctl(6, bridge, 'accept_ra'), '0');
-      writeSysctl('net/ipv6/conf/all/forwarding', '1');
+      sysctl(ifaceSysctl(6, bridge, 'accept_ra'), '0');
+      sysctl('net/ipv6/conf/all/forwarding', '1');
     }
     nl.setLinkUp(link.index);
   }

@@ -1,0 +1,240 @@
+/**
+ * Node-local IPAM: one pod CIDR per family for this node, addresses claimed in an IpamStore.
+ *
+ * The store's claim is the arbiter: an address is handed out only after the store said it is
+ * ours (and durably so). The in-memory RangeState index and cursor only choose candidates, so
+ * that concurrent calls in this process try different addresses and nobody rescans from the
+ * start. Calls for one attachment (containerId, ifname) run one at a time.
+ */
+
+import { PodwireError } from '../cni/errors.js';
+import { type Cidr, parseCidr } from './cidr.js';
+import type { IpFamily } from './ip.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import { RangeState } from './range-state.js';
+import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';
+
+export interface Allocation {
+  /** Canonical address text. */
+  ip: string;
+  prefixLength: number;
+  gateway: string;
+  family: IpFamily;
+  /** The range's canonical CIDR text. */
+  rangeId: string;
+}
+
+/** An allocation with its owner's record (containerId, ifname, createdAt). */
+export interface OwnedAllocation extends Allocation, AllocationRecord {}
+
+export interface NodeLocalAllocatorOptions {
+  /** Clock for AllocationRecord.createdAt; tests may pin it. */
+  now?: () => Date;
+}
+
+export class NodeLocalAllocator {
+  readonly #store: IpamStore;
+  readonly #ranges: readonly RangeState[];
+  readonly #now: () => Date;
+  readonly #attachments = new KeyedMutex();
+
+  private constructor(store: IpamStore, ranges: RangeState[], now: () => Date) {
+    this.#store = store;
+    this.#ranges = ranges;
+    this.#now = now;
+  }
+
+  /**
+   * Validates this node's pod CIDRs (one or two, at most one per family; ERR_INVALID_CONFIG) and
+   * loads the existing claims from `store`. The caller owns the store: it opens and closes it.
+   */
+  static async open(
+    podCidrs: readonly string[],
+    store: IpamStore,
+    options: NodeLocalAllocatorOptions = {},
+  ): Promise<NodeLocalAllocator> {
+    const cidrs = parsePodCidrs(podCidrs);
+    const ranges: RangeState[] = [];
+    for (const cidr of cidrs) ranges.push(new RangeState(cidr, await store.list(cidr.text)));
+    return new NodeLocalAllocator(store, ranges, options.now ?? (() => new Date()));
+  }
+
+  /** The ranges, in the order given at open. */
+  get cidrs(): Cidr[] {
+    return this.#ranges.map((r) => r.cidr);
+  }
+
+  /**
+   * One address per range for the attachment. ERR_ALREADY_ALLOCATED if it already holds one;
+   * ERR_IPAM_EXHAUSTED if a range is full. On any failure, the addresses claimed by this call are
+   * released again before it rejects.
+   */
+  async allocate(attachment: AttachmentKey): Promise<Allocation[]> {
+    const owner = checkAttachment(attachment);
+    return this.#attachments.run(attachmentKey(owner), async () => {
+      for (const range of this.#ranges) {
+        const held = range.ipsOf(owner);
+        if (held.length > 0) {
+          throw new PodwireError(
+            'ERR_ALREADY_ALLOCATED',
+            `container ${owner.containerId} interface ${owner.ifname} already holds ${held.join(', ')} in ${range.rangeId}`,
+          );
+        }
+      }
+      const rec: AllocationRecord = { ...owner, createdAt: this.#now().toISOString() };
+      const done: Allocation[] = [];
+      for (const range of this.#ranges) {
+        try {
+          done.push(toAllocation(range, await this.#claimIn(range, rec)));
+        } catch (err) {
+          throw await this.#rollback(done, owner, err);
+        }
+      }
+      return done;
+    });
+  }
+
+  /**
+   * Releases every address the attachment holds and returns them; [] when it holds none. If some
+   * releases fail, the others still happen and the failed ones stay held (a retry frees them).
+   */
+  async release(attachment: AttachmentKey): Promise<Allocation[]> {
+    const owner = checkAttachment(attachment);
+    return this.#attachments.run(attachmentKey(owner), async () => {
+      const released: Allocation[] = [];
+      const failures: unknown[] = [];
+      for (const range of this.#ranges) {
+        for (const ip of range.ipsOf(owner)) {
+          try {
+            await this.#releaseOne(range, ip, owner);
+            released.push(toAllocation(range, ip));
+          } catch (err) {
+            failures.push(err);
+          }
+        }
+      }
+      if (failures.length > 0) {
+        throw new PodwireError(
+          'ERR_STORE',
+          `releasing the addresses of container ${owner.containerId} interface ${owner.ifname} failed`,
+          { cause: new AggregateError(failures, 'release failures') },
+        );
+      }
+      return released;
+    });
+  }
+
+  /** The attachment's current allocations, as this allocator knows them. */
+  lookup(attachment: AttachmentKey): Allocation[] {
+    const owner = checkAttachment(attachment);
+    return this.#ranges.flatMap((range) => range.ipsOf(owner).map((ip) => toAllocation(range, ip)));
+  }
+
+  /** Every claim in the node's ranges, read from the store, with its owner (for reconcile and GC). */
+  async list(): Promise<OwnedAllocation[]> {
+    const out: OwnedAllocation[] = [];
+    for (const range of this.#ranges) {
+      const claims = await this.#store.list(range.rangeId);
+      range.refreshForeign(claims);
+      for (const { ip, rec } of claims) out.push({ ...toAllocation(range, ip), ...rec });
+    }
+    return out;
+  }
+
+  /** Claims the next free candidate of the range, trying further ones when the store refuses. */
+  async #claimIn(range: RangeState, rec: AllocationRecord): Promise<string> {
+    for (;;) {
+      const ip = range.takeCandidate();
+      if (ip === undefined) {
+        throw new PodwireError('ERR_IPAM_EXHAUSTED', `no free address left in ${range.rangeId}`);
+      }
+      let claimed: boolean;
+      try {
+        claimed = await this.#store.claim(range.rangeId, ip, rec);
+      } catch (err) {
+        // A claim that failed may still have happened: releasing it as its owner settles that.
+        try {
+          await this.#store.release(range.rangeId, ip, rec);
+        } catch (releaseErr) {
+          range.settleCandidate(ip, rec, true); // may be ours: keep it, so that a later release frees it
+          throw new PodwireError('ERR_STORE', `claiming ${ip} in ${range.rangeId} failed, state unknown`, {
+            cause: new AggregateError([err, releaseErr], 'claim and settling release both failed'),
+          });
+        }
+        range.settleCandidate(ip, rec, undefined);
+        throw err;
+      }
+      range.settleCandidate(ip, rec, claimed);
+      if (claimed) return ip;
+    }
+  }
+
+  async #releaseOne(range: RangeState, ip: string, owner: AttachmentKey): Promise<void> {
+    // false means another attachment or writer holds it now, or it is gone: not ours either way.
+    await this.#store.release(range.rangeId, ip, owner);
+    range.remove(ip);
+  }
+
+  /** Releases what this call claimed; returns the error to throw (the original, or both). */
+  async #rollback(done: readonly Allocation[], owner: AttachmentKey, err: unknown): Promise<unknown> {
+    const failures: unknown[] = [];
+    for (const allocation of [...done].reverse()) {
+      const range = this.#ranges.find((r) => r.rangeId === allocation.rangeId);
+      if (range === undefined) continue;
+      try {
+        await this.#releaseOne(range, allocation.ip, owner);
+      } catch (releaseErr) {
+        failures.push(releaseErr);
+      }
+    }
+    if (failures.length === 0) return err;
+    const code = err instanceof PodwireError ? err.code : 'ERR_STORE';
+    const msg = err instanceof Error ? err.message : String(err);
+    return new PodwireError(code, `${msg}; rolling back the addresses already claimed also failed`, {
+      cause: new AggregateError([err, ...failures], 'allocation and rollback failures'),
+    });
+  }
+}
+
+function toAllocation(range: RangeState, ip: string): Allocation {
+  const { cidr } = range;
+  return {
+    ip,
+    prefixLength: cidr.prefixLength,
+    gateway: cidr.format(cidr.gateway),
+    family: cidr.family,
+    rangeId: range.rangeId,
+  };
+}
+
+function checkAttachment(attachment: AttachmentKey): AttachmentKey {
+  const { containerId, ifname } = attachment ?? {};
+  if (typeof containerId !== 'string' || containerId === '' || typeof ifname !== 'string' || ifname === '') {
+    throw new PodwireError(
+      'ERR_INVALID_CONFIG',
+      `invalid attachment ${JSON.stringify(attachment)}: containerId and ifname must be non-empty strings`,
+    );
+  }
+  return { containerId, ifname };
+}
+
+/** Parses the node's pod CIDRs: one or two, at most one per family. */
+export function parsePodCidrs(podCidrs: readonly string[]): Cidr[] {
+  if (!Array.isArray(podCidrs) || podCidrs.length === 0) {
+    throw new PodwireError(
+      'ERR_INVALID_CONFIG',
+      `invalid podCIDRs ${JSON.stringify(podCidrs)}: need at least one CIDR`,
+    );
+  }
+  const cidrs = podCidrs.map((text, i) => parseCidr(text, `podCIDRs[${i}]`));
+  for (const family of [4, 6] as const) {
+    const same = cidrs.filter((c) => c.family === family);
+    if (same.length > 1) {
+      throw new PodwireError(
+        'ERR_INVALID_CONFIG',
+        `invalid podCIDRs ${JSON.stringify(podCidrs)}: at most one IPv${family} CIDR per node, got ${same.map((c) => c.text).join(', ')}`,
+      );
+    }
+  }
+  return cidrs;
+}

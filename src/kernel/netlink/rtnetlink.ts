@@ -1,0 +1,268 @@
+/**
+ * A synchronous rtnetlink client: links, addresses and routes of ONE network namespace, the one the
+ * calling thread was in when `Rtnetlink.open()` ran. Open it while switched into a pod's namespace
+ * and it keeps acting there after the thread switches back. Every request carries NLM_F_ACK and
+ * waits for its answer (at most the receive timeout); nothing runs in the background.
+ */
+import { constants } from 'node:os';
+import { PodwireError } from '../../cni/errors.js';
+import { AF_INET, AF_INET6, KernelError } from '../libc.js';
+import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
+import { type IpAddress, parseCidr, parseIp } from './ip-text.js';
+import { decodeLinkBody, encodeLinkBody, ifInfoMsg, type LinkAttributes, linkFromBody } from './link-message.js';
+import { parseMac } from './mac-text.js';
+import { decodeRouteBody, encodeRouteBody, type RouteAttributes, routeFromBody, rtMsg } from './route-message.js';
+import { NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
+import type { Addr, AddressOptions, AddressSpec, BridgeSpec, Link, Route, RouteSpec, VethSpec } from './types.js';
+import { IFF_UP } from './uapi/if.js';
+import { IFA_F_NODAD, IFA_F_NOPREFIXROUTE } from './uapi/if-addr.js';
+import { NLM_F_CREATE, NLM_F_EXCL } from './uapi/netlink.js';
+import * as R from './uapi/rtnetlink.js';
+
+const AF_UNSPEC = 0;
+const CREATE = NLM_F_CREATE | NLM_F_EXCL;
+
+function isErrno(err: unknown, errno: number): boolean {
+  return err instanceof KernelError && err.errno === errno;
+}
+
+export class Rtnetlink implements Disposable {
+  readonly #sock: NetlinkSocket;
+
+  private constructor(sock: NetlinkSocket) {
+    this.#sock = sock;
+  }
+
+  /** Opens a client bound to the calling thread's current network namespace. */
+  static open(options: NetlinkSocketOptions = {}): Rtnetlink {
+    return new Rtnetlink(NetlinkSocket.open(options));
+  }
+
+  get closed(): boolean {
+    return this.#sock.closed;
+  }
+
+  /** Closes the socket; idempotent. Every later call throws NetlinkClosedError. */
+  close(): void {
+    this.#sock.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  // Links
+
+  /** Equivalent to: `ip link show dev NAME`. Undefined when there is no such link. */
+  linkByName(name: string): Link | undefined {
+    return this.#getLink(0, { ifname: name });
+  }
+
+  /** Equivalent to: `ip link show` filtered on ifindex INDEX. Undefined when there is no such link. */
+  linkByIndex(index: number): Link | undefined {
+    return this.#getLink(index, {});
+  }
+
+  #getLink(index: number, attrs: LinkAttributes): Link | undefined {
+    try {
+      const replies = this.#sock.request(R.RTM_GETLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }));
+      const reply = replies.find((m) => m.header.type === R.RTM_NEWLINK);
+      return reply === undefined ? undefined : linkFromBody(decodeLinkBody(reply.payload));
+    } catch (err) {
+      if (isErrno(err, constants.errno.ENODEV)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Equivalent to: `ip link show`. */
+  links(): Link[] {
+    const messages = this.#sock.dump(R.RTM_GETLINK, encodeLinkBody({ ifi: ifInfoMsg(), attrs: {} }));
+    return messages
+      .filter((m) => m.header.type === R.RTM_NEWLINK)
+      .map((m) => linkFromBody(decodeLinkBody(m.payload)));
+  }
+
+  /**
+   * Creates a veth pair; the peer is created directly in the namespace of `peerNetnsFd` when given.
+   * Returns the end named `name`. Equivalent to:
+   * `ip link add NAME mtu M [address MAC] type veth peer name PEER mtu M [address PEERMAC] netns FD`.
+   */
+  addVeth(spec: VethSpec): Link {
+    const peer: LinkAttributes = { ifname: spec.peerName, mtu: spec.mtu };
+    if (spec.peerMac !== undefined) peer.address = parseMac(spec.peerMac);
+    if (spec.peerNetnsFd !== undefined) peer.netNsFd = spec.peerNetnsFd;
+    const attrs: LinkAttributes = {
+      ifname: spec.name,
+      mtu: spec.mtu,
+      linkinfo: { kind: 'veth', peer: { ifi: ifInfoMsg(), attrs: peer } },
+    };
+    if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
+    this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
+    return this.#created(spec.name);
+  }
+
+  /** Equivalent to: `ip link add NAME mtu M [address MAC] type bridge`. */
+  addBridge(spec: BridgeSpec): Link {
+    const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'bridge' } };
+    if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
+    this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
+    return this.#created(spec.name);
+  }
+
+  #created(name: string): Link {
+    const link = this.linkByName(name);
+    // Only another actor deleting it in between makes this happen.
+    if (link === undefined) throw new KernelError(R.rtmTypeName(R.RTM_GETLINK), constants.errno.ENODEV);
+    return link;
+  }
+
+  /** Equivalent to: `ip link set dev INDEX up`. */
+  setLinkUp(index: number): void {
+    this.#setLink(index, { flags: IFF_UP, change: IFF_UP }, {});
+  }
+
+  /** Equivalent to: `ip link set dev INDEX down`. */
+  setLinkDown(index: number): void {
+    this.#setLink(index, { flags: 0, change: IFF_UP }, {});
+  }
+
+  /** Equivalent to: `ip link set dev INDEX master MASTER` (`nomaster` when masterIndex is 0). */
+  setMaster(index: number, masterIndex: number): void {
+    this.#setLink(index, {}, { master: masterIndex });
+  }
+
+  /** Equivalent to: `ip link set dev INDEX mtu MTU`. */
+  setMtu(index: number, mtu: number): void {
+    this.#setLink(index, {}, { mtu });
+  }
+
+  /** Equivalent to: `ip link set dev INDEX address MAC`. */
+  setMac(index: number, mac: string): void {
+    this.#setLink(index, {}, { address: parseMac(mac) });
+  }
+
+  #setLink(index: number, flags: { flags?: number; change?: number }, attrs: LinkAttributes): void {
+    this.#sock.request(R.RTM_SETLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index, ...flags }), attrs }));
+  }
+
+  /** Equivalent to: `ip link del dev INDEX`. False when the link does not exist (ENODEV). */
+  deleteLink(index: number): boolean {
+    return this.#deleteLink(index, {});
+  }
+
+  /** Equivalent to: `ip link del dev NAME`. False when the link does not exist (ENODEV). */
+  deleteLinkByName(name: string): boolean {
+    return this.#deleteLink(0, { ifname: name });
+  }
+
+  #deleteLink(index: number, attrs: LinkAttributes): boolean {
+    try {
+      this.#sock.request(R.RTM_DELLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }));
+      return true;
+    } catch (err) {
+      if (isErrno(err, constants.errno.ENODEV)) return false;
+      throw err;
+    }
+  }
+
+  // Addresses
+
+  /** Equivalent to: `ip addr add ADDRESS/PREFIX dev INDEX [nodad] [noprefixroute]`. */
+  addAddress(index: number, spec: AddressSpec, options: AddressOptions = {}): void {
+    const flags = (options.nodad ? IFA_F_NODAD : 0) | (options.noprefixroute ? IFA_F_NOPREFIXROUTE : 0);
+    this.#sock.request(R.RTM_NEWADDR, CREATE, addressBody(index, spec, flags));
+  }
+
+  /** Equivalent to: `ip addr del ADDRESS/PREFIX dev INDEX`. False when it is not there (EADDRNOTAVAIL). */
+  deleteAddress(index: number, spec: AddressSpec): boolean {
+    try {
+      this.#sock.request(R.RTM_DELADDR, 0, addressBody(index, spec, 0));
+      return true;
+    } catch (err) {
+      if (isErrno(err, constants.errno.EADDRNOTAVAIL)) return false;
+      throw err;
+    }
+  }
+
+  /** Equivalent to: `ip [-4|-6] addr show [dev INDEX]`. */
+  addresses(filter: { index?: number; family?: number } = {}): Addr[] {
+    const request = encodeAddrBody({
+      ifa: { family: filter.family ?? AF_UNSPEC, prefixlen: 0, flags: 0, scope: 0, index: 0 },
+      attrs: {},
+    });
+    return this.#sock
+      .dump(R.RTM_GETADDR, request)
+      .filter((m) => m.header.type === R.RTM_NEWADDR)
+      .map((m) => addrFromBody(decodeAddrBody(m.payload)))
+      .filter((a) => filter.index === undefined || a.index === filter.index)
+      .filter((a) => filter.family === undefined || a.family === filter.family);
+  }
+
+  // Routes
+
+  /** Equivalent to: `ip route add DST|default [via GATEWAY [onlink]] dev OIF [metric P]` (main table). */
+  addRoute(spec: RouteSpec): void {
+    this.#sock.request(R.RTM_NEWROUTE, CREATE, routeBody(spec, false));
+  }
+
+  /** Equivalent to: `ip route del DST|default [via GATEWAY] dev OIF`. False when no route matches (ESRCH). */
+  deleteRoute(spec: RouteSpec): boolean {
+    try {
+      this.#sock.request(R.RTM_DELROUTE, 0, routeBody(spec, true));
+      return true;
+    } catch (err) {
+      if (isErrno(err, constants.errno.ESRCH)) return false;
+      throw err;
+    }
+  }
+
+  /** Equivalent to: `ip -4|-6 route show table main [dev OIF]`. */
+  routes(filter: { family: number; oif?: number }): Route[] {
+    const request = encodeRouteBody({ rtm: rtMsg({ family: filter.family }), attrs: {} });
+    return this.#sock
+      .dump(R.RTM_GETROUTE, request)
+      .filter((m) => m.header.type === R.RTM_NEWROUTE)
+      .map((m) => decodeRouteBody(m.payload))
+      .filter((b) => (b.rtm.flags & R.RTM_F_CLONED) === 0)
+      .map(routeFromBody)
+      .filter((r) => r.table === R.RT_TABLE_MAIN && r.family === filter.family)
+      .filter((r) => filter.oif === undefined || r.oif === filter.oif);
+  }
+}
+
+function addressBody(index: number, spec: AddressSpec, flags: number): Uint8Array {
+  const ip = parseIp(spec.address);
+  const attrs = ip.family === AF_INET ? { local: ip.bytes, address: ip.bytes } : { address: ip.bytes };
+  return encodeAddrBody({
+    ifa: { family: ip.family, prefixlen: spec.prefixLength, flags: flags & 0xff, scope: R.RT_SCOPE_UNIVERSE, index },
+    attrs: flags === 0 ? attrs : { ...attrs, flags },
+  });
+}
+
+function routeBody(spec: RouteSpec, forDelete: boolean): Uint8Array {
+  const dst = spec.dst === undefined ? undefined : parseCidr(spec.dst);
+  const gateway = spec.gateway === undefined ? undefined : parseIp(spec.gateway);
+  const family = spec.family ?? dst?.family ?? gateway?.family ?? AF_INET;
+  for (const ip of [dst, gateway] as (IpAddress | undefined)[]) {
+    if (ip !== undefined && ip.family !== family) {
+      throw new PodwireError('ERR_INTERNAL', `route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`);
+    }
+  }
+  // `ip route` picks the scope the same way; a delete matches any scope with RT_SCOPE_NOWHERE.
+  const defaultScope =
+    family === AF_INET6 || gateway !== undefined ? R.RT_SCOPE_UNIVERSE : R.RT_SCOPE_LINK;
+  const attrs: RouteAttributes = { oif: spec.oif };
+  if (dst !== undefined && dst.prefixLength > 0) attrs.dst = dst.bytes;
+  if (gateway !== undefined) attrs.gateway = gateway.bytes;
+  if (spec.priority !== undefined) attrs.priority = spec.priority;
+  const rtm = rtMsg({
+    family,
+    dstLen: dst?.prefixLength ?? 0,
+    table: R.RT_TABLE_MAIN,
+    protocol: forDelete ? R.RTPROT_UNSPEC : (spec.protocol ?? R.RTPROT_BOOT),
+    scope: forDelete ? R.RT_SCOPE_NOWHERE : (spec.scope ?? defaultScope),
+    type: forDelete ? R.RTN_UNSPEC : R.RTN_UNICAST,
+    flags: spec.onlink ? R.RTNH_F_ONLINK : 0,
+  });
+  return encodeRouteBody({ rtm, attrs });
+}

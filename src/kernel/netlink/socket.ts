@@ -1,0 +1,174 @@
+/**
+ * One NETLINK_ROUTE socket and the request/answer discipline on it. The socket is bound to the
+ * network namespace the calling thread is in when `open()` runs and stays there for its lifetime,
+ * whatever namespace the thread is in later; it is never reopened. Each instance owns its
+ * descriptor, sequence counter and receive buffer: nothing is shared between instances.
+ */
+import { constants } from 'node:os';
+import * as libc from '../libc.js';
+import { decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
+import { decodeDone, decodeNlMsgErr, type ExtAck } from './nlmsgerr.js';
+import * as N from './uapi/netlink.js';
+import { rtmTypeName } from './uapi/rtnetlink.js';
+
+export interface NetlinkSocketOptions {
+  /** Longest wait for one answer; a request that gets none fails with EAGAIN. Default 5000 ms. */
+  receiveTimeoutMs?: number;
+  /** How often an interrupted dump (NLM_F_DUMP_INTR) is retried before failing with EINTR. Default 5. */
+  dumpRetries?: number;
+}
+
+const MSG_PEEK = 0x02;
+const MSG_TRUNC = 0x20;
+const INITIAL_BUFFER = 32 * 1024;
+
+/** struct sockaddr_nl with nl_pid 0: the kernel's address, and "assign me a port" when binding. */
+function sockaddrNl(): Buffer {
+  const sa = Buffer.alloc(12);
+  sa.writeUInt16LE(libc.AF_NETLINK, 0);
+  return sa;
+}
+
+function errorFrom(type: number, error: number, extack: ExtAck): libc.KernelError {
+  return new libc.KernelError(rtmTypeName(type), -error, extack.msg);
+}
+
+export class NetlinkSocket implements Disposable {
+  /** The descriptor; -1 if and only if the socket is closed. */
+  #fd: number;
+  #seq: number;
+  #buf: Buffer;
+  readonly #timeoutMs: number;
+  readonly #dumpRetries: number;
+  readonly #kernel = sockaddrNl();
+
+  private constructor(fd: number, options: NetlinkSocketOptions) {
+    this.#fd = fd;
+    this.#timeoutMs = options.receiveTimeoutMs ?? 5000;
+    this.#dumpRetries = options.dumpRetries ?? 5;
+    this.#buf = Buffer.allocUnsafe(INITIAL_BUFFER);
+    // Start from a time-derived value so that sockets opened in a row do not share sequence numbers.
+    this.#seq = Date.now() >>> 0;
+  }
+
+  /** Opens a NETLINK_ROUTE socket in the calling thread's current network namespace. */
+  static open(options: NetlinkSocketOptions = {}): NetlinkSocket {
+    const fd = libc.socket(libc.AF_NETLINK, libc.SOCK_RAW, N.NETLINK_ROUTE);
+    try {
+      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_EXT_ACK, 1);
+      // Errors need not echo the whole request: the extended ack already points into it.
+      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_CAP_ACK, 1);
+      libc.setReceiveTimeout(fd, options.receiveTimeoutMs ?? 5000);
+      libc.bind(fd, sockaddrNl());
+      return new NetlinkSocket(fd, options);
+    } catch (err) {
+      libc.close(fd);
+      throw err;
+    }
+  }
+
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  /**
+   * Sends one request with NLM_F_ACK and collects the messages answering it until the ack. Throws a
+   * KernelError named after the request type when the kernel answers with an error.
+   */
+  request(type: number, flags: number, payload: Uint8Array): NetlinkMessage[] {
+    const seq = this.#send(type, flags | N.NLM_F_REQUEST | N.NLM_F_ACK, payload);
+    const replies: NetlinkMessage[] = [];
+    const deadline = Date.now() + this.#timeoutMs;
+    for (;;) {
+      for (const m of this.#receive(type, deadline)) {
+        if (m.header.seq !== seq) continue; // an answer to an earlier request that timed out
+        if (m.header.type === N.NLMSG_ERROR) {
+          const e = decodeNlMsgErr(m);
+          if (e.error !== 0) throw errorFrom(type, e.error, e.extack);
+          return replies;
+        }
+        if (m.header.type !== N.NLMSG_NOOP) replies.push(m);
+      }
+    }
+  }
+
+  /** Sends a dump request (NLM_F_DUMP) and collects every message until NLMSG_DONE, retrying interrupted dumps. */
+  dump(type: number, payload: Uint8Array): NetlinkMessage[] {
+    for (let attempt = 0; ; attempt++) {
+      const { messages, interrupted } = this.#dumpOnce(type, payload);
+      if (!interrupted) return messages;
+      if (attempt >= this.#dumpRetries) {
+        throw new libc.KernelError(rtmTypeName(type), constants.errno.EINTR);
+      }
+    }
+  }
+
+  #dumpOnce(type: number, payload: Uint8Array): { messages: NetlinkMessage[]; interrupted: boolean } {
+    const seq = this.#send(type, N.NLM_F_REQUEST | N.NLM_F_DUMP, payload);
+    const messages: NetlinkMessage[] = [];
+    let interrupted = false;
+    const deadline = Date.now() + this.#timeoutMs;
+    for (;;) {
+      for (const m of this.#receive(type, deadline)) {
+        if (m.header.seq !== seq) continue;
+        if ((m.header.flags & N.NLM_F_DUMP_INTR) !== 0) interrupted = true;
+        if (m.header.type === N.NLMSG_DONE) {
+          const done = decodeDone(m);
+          if (done.error !== 0) throw errorFrom(type, done.error, done.extack);
+          return { messages, interrupted };
+        }
+        if (m.header.type === N.NLMSG_ERROR) {
+          const e = decodeNlMsgErr(m);
+          if (e.error !== 0) throw errorFrom(type, e.error, e.extack);
+          return { messages, interrupted };
+        }
+        if (m.header.type !== N.NLMSG_NOOP) messages.push(m);
+      }
+    }
+  }
+
+  #send(type: number, flags: number, payload: Uint8Array): number {
+    const fd = this.#openFd(type);
+    this.#seq = (this.#seq + 1) >>> 0;
+    const seq = this.#seq;
+    const msg = encodeMessage({ type, flags, seq, pid: 0 }, payload);
+    const sent = libc.sendto(fd, Buffer.from(msg.buffer, msg.byteOffset, msg.length), 0, this.#kernel);
+    if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
+    return seq;
+  }
+
+  /** Reads one datagram, growing the buffer first if it would not fit, and returns a copy's messages. */
+  #receive(type: number, deadline: number): NetlinkMessage[] {
+    const fd = this.#openFd(type);
+    if (Date.now() > deadline) throw new libc.KernelError(rtmTypeName(type), constants.errno.ETIMEDOUT);
+    try {
+      const size = libc.recv(fd, this.#buf, MSG_PEEK | MSG_TRUNC);
+      if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
+      const n = libc.recv(fd, this.#buf, 0);
+      return decodeMessages(Uint8Array.prototype.slice.call(this.#buf, 0, n));
+    } catch (err) {
+      if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
+        throw new libc.KernelError(rtmTypeName(type), constants.errno.ETIMEDOUT, undefined, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  #openFd(type: number): number {
+    if (this.#fd < 0) throw new NetlinkClosedError(rtmTypeName(type));
+    return this.#fd;
+  }
+
+  /** Closes the socket; calling it again does nothing. */
+  close(): void {
+    const fd = this.#fd;
+    if (fd < 0) return;
+    this.#fd = -1;
+    libc.close(fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

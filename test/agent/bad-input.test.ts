@@ -1,0 +1,88 @@
+/**
+ * Bad input (I6): everything a runtime can get wrong gets the spec's error code and a message naming
+ * the field, and leaves nothing behind: no host veth, no allocation, and the agent keeps serving.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { must } from '../testbed/exec.js';
+import { hostVeths } from '../testbed/inspect.js';
+import { netnsPath } from '../testbed/namespaces.js';
+import { type CniCall, TestNode } from '../testbed/node.js';
+
+const node = new TestNode({ podCIDRs: ['10.244.9.0/24'] });
+let pod = '';
+before(async () => {
+  await node.setup();
+  pod = await node.addPod('bad');
+});
+after(() => node.cleanup());
+
+interface Case {
+  name: string;
+  call: () => CniCall;
+  code: number;
+  /** The message must mention this. */
+  names: RegExp;
+}
+
+const CASES: Case[] = [
+  { name: 'missing CNI_COMMAND', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: undefined } }), code: 4, names: /CNI_COMMAND/ },
+  { name: 'unknown CNI_COMMAND', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: 'ATTACH' } }), code: 4, names: /CNI_COMMAND/ },
+  { name: 'missing CNI_CONTAINERID', call: () => ({ command: 'ADD', netns: pod, ifname: 'eth0' }), code: 4, names: /CNI_CONTAINERID/ },
+  { name: 'malformed container ID', call: () => ({ command: 'ADD', containerId: '../etc', netns: pod }), code: 4, names: /CNI_CONTAINERID/ },
+  { name: 'missing CNI_NETNS', call: () => ({ command: 'ADD', containerId: 'c1' }), code: 4, names: /CNI_NETNS/ },
+  { name: 'relative CNI_NETNS', call: () => ({ command: 'ADD', containerId: 'c1', netns: 'x', env: { CNI_NETNS: 'run/netns/x' } }), code: 4, names: /CNI_NETNS/ },
+  { name: 'CNI_NETNS that does not exist', call: () => ({ command: 'ADD', containerId: 'c1', netns: '/run/netns/pwt-missing' }), code: 4, names: /CNI_NETNS/ },
+  { name: "CNI_NETNS that is the node's own", call: () => ({ command: 'ADD', containerId: 'c1', netns: netnsPath(node.nodeNs) }), code: 4, names: /CNI_NETNS.*own/ },
+  { name: 'CNI_NETNS that is not a namespace', call: () => ({ command: 'ADD', containerId: 'c1', netns: '/etc/hostname' }), code: 4, names: /CNI_NETNS/ },
+  { name: 'ifname too long', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'a234567890123456' }), code: 4, names: /CNI_IFNAME/ },
+  { name: 'ifname with a slash', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'eth/0' }), code: 4, names: /CNI_IFNAME/ },
+  { name: 'invalid JSON', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, stdin: `{"cniVersion": "1.0.0", "socket": "${node.socket}", ` }), code: 6, names: /JSON|decode/i },
+  { name: 'unknown cniVersion', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, cniVersion: '9.9.9' }), code: 1, names: /cniVersion/ },
+  { name: 'missing name', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, conf: { name: undefined } }), code: 7, names: /name/ },
+  { name: 'CHECK with 0.3.1', call: () => ({ command: 'CHECK', containerId: 'c1', netns: pod, cniVersion: '0.3.1', conf: { prevResult: {} } }), code: 1, names: /cniVersion|CHECK/ },
+];
+
+describe('bad input gets the right CNI error and leaves nothing behind', () => {
+  for (const c of CASES) {
+    test(c.name, async () => {
+      const out = await node.cni(c.call());
+      assert.equal(out.code, 1, `exit code, stdout: ${out.stdout}`);
+      const err = out.json as { code: number; msg: string; cniVersion: string };
+      assert.equal(err.code, c.code, out.stdout);
+      assert.match(err.msg, c.names);
+      assert.equal(typeof err.cniVersion, 'string');
+      assert.deepEqual(await hostVeths(node.nodeNs), []);
+      assert.deepEqual(node.claims(), []);
+    });
+  }
+
+  test('an interface that already exists in the pod: error, full rollback, the pod untouched', async () => {
+    const other = await node.addPod('taken');
+    await must('ip', ['-n', other, 'link', 'add', 'eth0', 'type', 'dummy']);
+    const out = await node.cni({ command: 'ADD', containerId: 'c-taken', netns: other });
+    assert.equal(out.code, 1, out.stdout);
+    assert.equal((out.json as { code: number }).code, 103);
+    assert.match((out.json as { msg: string }).msg, /CNI_IFNAME: eth0 already exists/);
+    assert.deepEqual(await hostVeths(node.nodeNs), []);
+    assert.deepEqual(node.claims(), []);
+  });
+
+  test('the same attachment ADDed twice: the second fails, the first keeps its address', async () => {
+    const first = await node.cni({ command: 'ADD', containerId: 'twice', netns: pod });
+    assert.equal(first.code, 0, first.stdout);
+    const second = await node.cni({ command: 'ADD', containerId: 'twice', netns: pod });
+    assert.equal(second.code, 1);
+    assert.equal(node.claims().length, 1);
+    assert.equal((await hostVeths(node.nodeNs)).length, 1);
+    const del = await node.cni({ command: 'DEL', containerId: 'twice', netns: pod });
+    assert.equal(del.code, 0, del.stdout);
+    assert.deepEqual(node.claims(), []);
+  });
+
+  test('the agent still serves after all of the above', async () => {
+    const add = await node.cni({ command: 'ADD', containerId: 'after-all', netns: pod });
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal((await node.cni({ command: 'DEL', containerId: 'after-all', netns: pod })).code, 0);
+  });
+});
