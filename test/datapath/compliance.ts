@@ -1,0 +1,128 @@
+/**
+ * The compliance suite of the `Datapath` seam: every implementation runs it. Each run builds a throwaway
+ * node namespace; the datapath under test works there through a netlink socket and a sysctl writer
+ * bound to it, so the machine's own namespace is never touched (I7).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { configurePodInterface } from '../../src/agent/pod-interface.js';
+import { PodwireError } from '../../src/cni/errors.js';
+import type { Datapath, GatewayAddress } from '../../src/datapath/datapath.js';
+import type { Allocation } from '../../src/ipam/allocator.js';
+import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
+import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
+import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
+import { must, run } from '../testbed/exec.js';
+import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
+
+export interface DatapathEnv {
+  /** Netlink socket in the node namespace. */
+  nl: Rtnetlink;
+  sysctl: SysctlWriter;
+  gateways: GatewayAddress[];
+  /** Name of the node namespace (for `ip -n`). */
+  nodeNs: string;
+}
+
+const GATEWAYS: GatewayAddress[] = [{ family: 4, address: '10.250.0.1', prefixLength: 24 }];
+
+export function datapathCompliance(name: string, make: (env: DatapathEnv) => Datapath): void {
+  describe(`Datapath compliance: ${name}`, () => {
+    const spaces = new NamespaceSet();
+    const handles: NetnsHandle[] = [];
+    let env: DatapathEnv;
+    let home: NetnsHandle;
+    let node: NetnsHandle;
+    let nextPod = 2;
+
+    before(async () => {
+      const nodeNs = await spaces.add('dp');
+      home = NetnsHandle.current();
+      handles.push(home);
+      node = NetnsHandle.open(netnsPath(nodeNs));
+      handles.push(node);
+      const nl = inNetns(node, home, () => Rtnetlink.open());
+      const sysctl: SysctlWriter = (key, value) => inNetns(node, home, () => writeSysctl(key, value));
+      env = { nl, sysctl, gateways: GATEWAYS, nodeNs };
+    });
+    after(async () => {
+      env?.nl.close();
+      for (const h of handles) h.close();
+      await spaces.cleanup();
+    });
+
+    /** A pod namespace with a veth whose host end is in the node namespace, configured like ADD does. */
+    async function pod(): Promise<{ ns: string; hostIfname: string; hostIfindex: number; mac: string; ip: string }> {
+      const ns = await spaces.add('dppod');
+      const n = nextPod++;
+      const ip = `10.250.0.${n}`;
+      using podNs = NetnsHandle.open(netnsPath(ns));
+      const hostIfname = `pwtdp${n}`;
+      const host = env.nl.addVeth({ name: hostIfname, peerName: 'eth0', mtu: 1500, peerNetnsFd: podNs.fd });
+      using podNl = inNetns(podNs, home, () => Rtnetlink.open());
+      const alloc: Allocation = { ip, prefixLength: 24, gateway: '10.250.0.1', family: 4, rangeId: '10.250.0.0/24' };
+      const iface = configurePodInterface(podNl, 'eth0', [alloc]);
+      return { ns, hostIfname, hostIfindex: host.index, mac: iface.mac, ip };
+    }
+
+    const portOf = (p: Awaited<ReturnType<typeof pod>>) => ({
+      hostIfname: p.hostIfname,
+      hostIfindex: p.hostIfindex,
+      containerId: p.ns,
+      ifname: 'eth0',
+      podMac: p.mac,
+      podIps: [p.ip],
+    });
+
+    test('is not ready before start; start is idempotent', async () => {
+      const dp = make(env);
+      assert.equal(dp.status().ready, false);
+      await dp.start();
+      await dp.start();
+      assert.deepEqual(dp.status(), { ready: true });
+      assert.deepEqual(await dp.ports(), []);
+    });
+
+    test('an attached port carries traffic to the gateway; check passes; detach is idempotent', async () => {
+      const dp = make(env);
+      await dp.start();
+      const p = await pod();
+      await dp.attachPort(portOf(p));
+      assert.deepEqual(await dp.ports(), [p.hostIfname]);
+      await dp.checkPort(p.hostIfname);
+      const ping = await run('ip', ['netns', 'exec', p.ns, 'ping', '-c', '1', '-W', '2', '10.250.0.1']);
+      assert.equal(ping.code, 0, ping.stdout);
+
+      await dp.detachPort(p.hostIfname);
+      await dp.detachPort(p.hostIfname);
+      await assert.rejects(dp.checkPort(p.hostIfname), (e: unknown) => e instanceof PodwireError && e.code === 'ERR_CHECK_FAILED');
+      assert.deepEqual(await dp.ports(), []);
+      await dp.detachPort('pwt-no-such');
+      await assert.rejects(dp.checkPort('pwt-no-such'), /does not exist/);
+      env.nl.deleteLinkByName(p.hostIfname);
+    });
+
+    test('a restarted datapath adopts the node objects; running pods keep working', async () => {
+      const first = make(env);
+      await first.start();
+      const p = await pod();
+      await first.attachPort(portOf(p));
+      await first.stop();
+      const second = make(env);
+      await second.start();
+      assert.deepEqual(await second.ports(), [p.hostIfname]);
+      await second.checkPort(p.hostIfname);
+      const ping = await run('ip', ['netns', 'exec', p.ns, 'ping', '-c', '1', '-W', '2', '10.250.0.1']);
+      assert.equal(ping.code, 0);
+      await second.detachPort(p.hostIfname);
+      env.nl.deleteLinkByName(p.hostIfname);
+    });
+
+    test('the gateway never announces another address (arp_announce=1)', async () => {
+      const dp = make(env);
+      await dp.start();
+      const out = await must('ip', ['netns', 'exec', env.nodeNs, 'sysctl', '-n', 'net.ipv4.ip_forward']);
+      assert.equal(out.trim(), '1');
+    });
+  });
+}
