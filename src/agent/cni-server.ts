@@ -54,7 +54,8 @@ export class CniServer {
   constructor(path: string, handle: (req: RelayRequest) => Promise<CniAnswer>, log: Logger) {
     this.path = path;
     this.#log = log;
-    this.#server = createServer((sock) => this.#serve(sock, handle));
+    // allowHalfOpen: the relay half-closes after its request and reads the answer afterwards.
+    this.#server = createServer({ allowHalfOpen: true }, (sock) => this.#serve(sock, handle));
   }
 
   /** Listens on the path (replacing a stale socket file) with mode 0600. */

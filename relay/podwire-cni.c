@@ -1,0 +1,583 @@
+/*
+ * podwire-cni: the CNI plugin that container runtimes execute. It does no networking itself: it relays
+ * the call to the podwire agent over the agent's unix socket and prints the agent's answer. Starting
+ * Node.js per call would cost more than a whole reference ADD (DESIGN.md, "Performance").
+ *
+ * Protocol, one connection per call:
+ *   request   u32 big-endian N, then N bytes: "KEY=VALUE\0" for every CNI_* environment variable,
+ *             then the stdin bytes (the network config) up to shutdown(SHUT_WR).
+ *   response  one byte, the exit status; then the bytes to print on stdout verbatim, up to EOF.
+ *
+ * The relay answers by itself only when it cannot get an answer: a CNI error object on stdout and
+ * exit status 1. Code 11 ("try again later") when the agent is unreachable, closes without an answer
+ * or times out; 7 for a config it cannot relay (too large, bad "socket"); 6 for a config that is not
+ * JSON; 5 for local I/O failures; 100 for an answer that breaks the protocol.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define STDIN_MAX (1u << 20)
+#define ANSWER_MAX (16u << 20)
+#define AGENT_TIMEOUT_S 120
+#define DEFAULT_SOCKET "/run/podwire/cni.sock"
+#define DEFAULT_CNI_VERSION "1.1.0"
+/* Longest "socket" or "cniVersion" value kept, NUL included; a socket path is far shorter anyway. */
+#define FIELD_MAX 256
+/* Deepest nesting the scanner follows; real network configs nest a handful of levels. */
+#define DEPTH_MAX 512
+
+enum {
+	CNI_ERR_IO = 5,
+	CNI_ERR_DECODE = 6,
+	CNI_ERR_INVALID_CONFIG = 7,
+	CNI_ERR_TRY_AGAIN = 11,
+	CNI_ERR_INTERNAL = 100,
+};
+
+/* The version error objects report: the config's "cniVersion" once the scanner has seen it. */
+static char cni_version[FIELD_MAX] = DEFAULT_CNI_VERSION;
+
+/* ---- output ------------------------------------------------------------------------------------ */
+
+/* Writes all of buf, retrying partial writes and EINTR. Returns 0, or -1 with errno set. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* A bounded output buffer. Invariant: every caller's total is below its size (see fail()). */
+struct out {
+	char buf[8192];
+	size_t len;
+};
+
+static void out_bytes(struct out *o, const char *s, size_t n)
+{
+	if (n > sizeof(o->buf) - o->len)
+		n = sizeof(o->buf) - o->len;
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+}
+
+static void out_str(struct out *o, const char *s)
+{
+	out_bytes(o, s, strlen(s));
+}
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629, table 3-7 of Unicode), or 0. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c == 0xe0)
+		len = 3, lo = 0xa0;
+	else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef)
+		len = 3;
+	else if (c == 0xed)
+		len = 3, hi = 0x9f;
+	else if (c == 0xf0)
+		len = 4, lo = 0x90;
+	else if (c >= 0xf1 && c <= 0xf3)
+		len = 4;
+	else if (c == 0xf4)
+		len = 4, hi = 0x8f;
+	else
+		return 0;
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* Appends s as a JSON string literal; bytes that are not valid UTF-8 become U+FFFD. */
+static void out_json_string(struct out *o, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	out_str(o, "\"");
+	while (n > 0) {
+		unsigned char c = *p;
+		char esc[8];
+		size_t len = 1;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\', esc[1] = (char)c;
+			out_bytes(o, esc, 2);
+		} else if (c == '\n') {
+			out_str(o, "\\n");
+		} else if (c == '\t') {
+			out_str(o, "\\t");
+		} else if (c < 0x20) {
+			snprintf(esc, sizeof(esc), "\\u%04x", c);
+			out_str(o, esc);
+		} else if (c < 0x80) {
+			out_bytes(o, (const char *)p, 1);
+		} else if ((len = utf8_seq_len(p, n)) > 0) {
+			out_bytes(o, (const char *)p, len);
+		} else {
+			len = 1;
+			out_str(o, "\\ufffd");
+		}
+		p += len;
+		n -= len;
+	}
+	out_str(o, "\"");
+}
+
+/*
+ * Prints {"cniVersion":..,"code":..,"msg":..} on stdout, the message on stderr, and exits 1.
+ * Sizes: the version is < FIELD_MAX and the message < 1024 bytes, so even escaped six-fold they fit.
+ */
+__attribute__((noreturn, format(printf, 2, 3))) static void fail(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+
+	struct out o = {.len = 0};
+	char num[16];
+	out_str(&o, "{\"cniVersion\":");
+	out_json_string(&o, cni_version);
+	snprintf(num, sizeof(num), "%d", code);
+	out_str(&o, ",\"code\":");
+	out_str(&o, num);
+	out_str(&o, ",\"msg\":");
+	out_json_string(&o, msg);
+	out_str(&o, "}");
+	if (write_all(STDOUT_FILENO, o.buf, o.len) < 0)
+		dprintf(STDERR_FILENO, "podwire-cni: writing the error to stdout: %s\n", strerror(errno));
+	dprintf(STDERR_FILENO, "podwire-cni: %s\n", msg);
+	exit(1);
+}
+
+/* ---- the network config: just enough JSON to find "socket" and "cniVersion" -------------------- */
+
+/* A decoded string. `overflow`: longer than the buffer; `escaped_u`: contained a \u escape. */
+struct field {
+	char buf[FIELD_MAX];
+	size_t len;
+	int overflow, escaped_u;
+};
+
+struct scanner {
+	const unsigned char *start, *p, *end;
+	const char *err;  /* set, with p at the fault, when scanning fails */
+	struct field key; /* the top-level key being scanned */
+};
+
+static int scan_fail(struct scanner *sc, const char *err)
+{
+	sc->err = err;
+	return -1;
+}
+
+static void skip_ws(struct scanner *sc)
+{
+	while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\t' || *sc->p == '\n' || *sc->p == '\r'))
+		sc->p++;
+}
+
+static int is_hex(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/*
+ * Scans the string starting at the opening quote. When f is not NULL, decodes the simple escapes into
+ * it; a \u escape is validated and only flagged, since neither field we read needs one.
+ */
+static int scan_string(struct scanner *sc, struct field *f)
+{
+	sc->p++; /* opening quote */
+	if (f)
+		f->len = 0, f->overflow = 0, f->escaped_u = 0;
+	for (;;) {
+		if (sc->p >= sc->end)
+			return scan_fail(sc, "unterminated string");
+		unsigned char c = *sc->p++;
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return scan_fail(sc, "control character in a string");
+		if (c == '\\') {
+			if (sc->p >= sc->end)
+				return scan_fail(sc, "unterminated string");
+			unsigned char e = *sc->p++;
+			switch (e) {
+			case '"': case '\\': case '/': c = e; break;
+			case 'b': c = '\b'; break;
+			case 'f': c = '\f'; break;
+			case 'n': c = '\n'; break;
+			case 'r': c = '\r'; break;
+			case 't': c = '\t'; break;
+			case 'u':
+				if (sc->end - sc->p < 4 || !is_hex(sc->p[0]) || !is_hex(sc->p[1]) || !is_hex(sc->p[2]) ||
+				    !is_hex(sc->p[3]))
+					return scan_fail(sc, "bad \\u escape");
+				sc->p += 4;
+				if (f)
+					f->escaped_u = 1;
+				continue;
+			default:
+				return scan_fail(sc, "bad escape in a string");
+			}
+		}
+		if (f) {
+			if (f->len + 1 < sizeof(f->buf))
+				f->buf[f->len++] = (char)c;
+			else
+				f->overflow = 1;
+		}
+	}
+	if (f)
+		f->buf[f->len] = '\0';
+	return 0;
+}
+
+static int scan_digits(struct scanner *sc)
+{
+	const unsigned char *from = sc->p;
+	while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+		sc->p++;
+	return sc->p > from ? 0 : scan_fail(sc, "bad number");
+}
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int scan_number(struct scanner *sc)
+{
+	if (*sc->p == '-')
+		sc->p++;
+	if (sc->p < sc->end && *sc->p == '0')
+		sc->p++;
+	else if (scan_digits(sc) < 0)
+		return -1;
+	if (sc->p < sc->end && *sc->p == '.') {
+		sc->p++;
+		if (scan_digits(sc) < 0)
+			return -1;
+	}
+	if (sc->p < sc->end && (*sc->p == 'e' || *sc->p == 'E')) {
+		sc->p++;
+		if (sc->p < sc->end && (*sc->p == '+' || *sc->p == '-'))
+			sc->p++;
+		if (scan_digits(sc) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int scan_literal(struct scanner *sc, const char *word)
+{
+	size_t n = strlen(word);
+	if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, word, n) != 0)
+		return scan_fail(sc, "unexpected character");
+	sc->p += n;
+	return 0;
+}
+
+static int scan_object(struct scanner *sc, int depth);
+
+static int scan_array(struct scanner *sc, int depth);
+
+/* Scans (validates and skips) any value; sc->p is on its first byte. */
+static int scan_value(struct scanner *sc, int depth)
+{
+	if (sc->p >= sc->end)
+		return scan_fail(sc, "unexpected end of input");
+	switch (*sc->p) {
+	case '"': return scan_string(sc, NULL);
+	case '{': return scan_object(sc, depth + 1);
+	case '[': return scan_array(sc, depth + 1);
+	case 't': return scan_literal(sc, "true");
+	case 'f': return scan_literal(sc, "false");
+	case 'n': return scan_literal(sc, "null");
+	default:
+		if (*sc->p == '-' || (*sc->p >= '0' && *sc->p <= '9'))
+			return scan_number(sc);
+		return scan_fail(sc, "unexpected character");
+	}
+}
+
+static int scan_array(struct scanner *sc, int depth)
+{
+	if (depth > DEPTH_MAX)
+		return scan_fail(sc, "nested too deeply");
+	sc->p++;
+	skip_ws(sc);
+	if (sc->p < sc->end && *sc->p == ']') {
+		sc->p++;
+		return 0;
+	}
+	for (;;) {
+		if (scan_value(sc, depth) < 0)
+			return -1;
+		skip_ws(sc);
+		if (sc->p < sc->end && *sc->p == ']') {
+			sc->p++;
+			return 0;
+		}
+		if (sc->p >= sc->end || *sc->p != ',')
+			return scan_fail(sc, "expected ',' or ']'");
+		sc->p++;
+		skip_ws(sc);
+	}
+}
+
+/* The agent socket named by the config's top-level "socket", once the scanner has seen it. */
+static struct {
+	struct field socket;
+	int has_socket;
+} config;
+
+/* Reads the value of a top-level key that matters to the relay; any other value is only scanned. */
+static int scan_member(struct scanner *sc, const struct field *key)
+{
+	struct field value;
+	int is_socket = !key->overflow && !key->escaped_u && strcmp(key->buf, "socket") == 0;
+	int is_version = !key->overflow && !key->escaped_u && strcmp(key->buf, "cniVersion") == 0;
+	if (!is_socket && !is_version)
+		return scan_value(sc, 0);
+	if (sc->p >= sc->end || *sc->p != '"') {
+		if (is_socket)
+			fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" must be a string");
+		return scan_value(sc, 0); /* the agent reports a non-string cniVersion */
+	}
+	if (scan_string(sc, &value) < 0)
+		return -1;
+	if (is_version) {
+		/* Only used to label the relay's own errors: keep the default for odd values. */
+		if (!value.overflow && !value.escaped_u)
+			memcpy(cni_version, value.buf, value.len + 1);
+		return 0;
+	}
+	if (value.escaped_u)
+		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\": \\u escapes are not supported");
+	if (value.len == 0)
+		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" is empty");
+	if (value.overflow || value.len >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" is longer than a unix socket path (%zu bytes)",
+		     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	config.socket = value;
+	config.has_socket = 1; /* a repeated key: the last one wins, as in JSON.parse */
+	return 0;
+}
+
+/* Scans an object; at depth 0 (the top level) its members are inspected. */
+static int scan_object(struct scanner *sc, int depth)
+{
+	if (depth > DEPTH_MAX)
+		return scan_fail(sc, "nested too deeply");
+	sc->p++;
+	skip_ws(sc);
+	if (sc->p < sc->end && *sc->p == '}') {
+		sc->p++;
+		return 0;
+	}
+	for (;;) {
+		if (sc->p >= sc->end || *sc->p != '"')
+			return scan_fail(sc, "expected a string key");
+		if (scan_string(sc, depth == 0 ? &sc->key : NULL) < 0)
+			return -1;
+		skip_ws(sc);
+		if (sc->p >= sc->end || *sc->p != ':')
+			return scan_fail(sc, "expected ':'");
+		sc->p++;
+		skip_ws(sc);
+		if ((depth == 0 ? scan_member(sc, &sc->key) : scan_value(sc, depth)) < 0)
+			return -1;
+		skip_ws(sc);
+		if (sc->p < sc->end && *sc->p == '}') {
+			sc->p++;
+			return 0;
+		}
+		if (sc->p >= sc->end || *sc->p != ',')
+			return scan_fail(sc, "expected ',' or '}'");
+		sc->p++;
+		skip_ws(sc);
+	}
+}
+
+/* Validates the config as one JSON object and fills `config` and `cni_version`. */
+static void scan_config(const unsigned char *buf, size_t len)
+{
+	struct scanner sc = {.start = buf, .p = buf, .end = buf + len, .err = NULL, .key = {.len = 0}};
+	skip_ws(&sc);
+	if (sc.p >= sc.end || *sc.p != '{')
+		fail(CNI_ERR_DECODE, "network config on stdin is not a JSON object");
+	if (scan_object(&sc, 0) == 0) {
+		skip_ws(&sc);
+		if (sc.p != sc.end)
+			scan_fail(&sc, "data after the top-level object");
+	}
+	if (sc.err)
+		fail(CNI_ERR_DECODE, "network config on stdin is not valid JSON: %s at byte %zu", sc.err,
+		     (size_t)(sc.p - sc.start));
+}
+
+/* ---- relaying ---------------------------------------------------------------------------------- */
+
+static unsigned char stdin_buf[STDIN_MAX + 1];
+
+static size_t read_stdin(void)
+{
+	size_t len = 0;
+	while (len < sizeof(stdin_buf)) {
+		ssize_t n = read(STDIN_FILENO, stdin_buf + len, sizeof(stdin_buf) - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			fail(CNI_ERR_IO, "cannot read the network config from stdin: %s", strerror(errno));
+		}
+		if (n == 0)
+			return len;
+		len += (size_t)n;
+	}
+	fail(CNI_ERR_INVALID_CONFIG, "network config on stdin exceeds %u bytes", STDIN_MAX);
+}
+
+/* The request head: the length prefix and the CNI_* variables. Caller frees. */
+static unsigned char *build_env_block(size_t *out_len)
+{
+	size_t n = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "CNI_", 4) == 0 && strchr(*e, '=')) /* an entry without '=' is no variable */
+			n += strlen(*e) + 1;
+	if (n > UINT32_MAX)
+		fail(CNI_ERR_INVALID_CONFIG, "CNI_* environment exceeds 4 GiB");
+	unsigned char *buf = malloc(4 + n);
+	if (!buf)
+		fail(CNI_ERR_IO, "out of memory for the CNI_* environment (%zu bytes)", n);
+	buf[0] = (unsigned char)(n >> 24), buf[1] = (unsigned char)(n >> 16);
+	buf[2] = (unsigned char)(n >> 8), buf[3] = (unsigned char)n;
+	size_t at = 4;
+	for (char **e = environ; *e; e++) {
+		if (strncmp(*e, "CNI_", 4) == 0 && strchr(*e, '=')) {
+			size_t len = strlen(*e) + 1; /* with its NUL */
+			memcpy(buf + at, *e, len);
+			at += len;
+		}
+	}
+	*out_len = at;
+	return buf;
+}
+
+static const char *agent_path(void)
+{
+	return config.has_socket ? config.socket.buf : DEFAULT_SOCKET;
+}
+
+/* The agent could not give an answer: code 11, so the runtime retries. */
+__attribute__((noreturn)) static void unreachable(int err)
+{
+	const char *why = (err == EAGAIN || err == EWOULDBLOCK) ? "no answer within 120 s" : strerror(err);
+	fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: %s", agent_path(), why);
+}
+
+static int connect_agent(void)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	const char *path = agent_path();
+	memcpy(addr.sun_path, path, strlen(path) + 1); /* fits: scan_member checked the length */
+
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		fail(CNI_ERR_IO, "cannot create a unix socket: %s", strerror(errno));
+	/* Bounds connect (on a full backlog), every send and every receive: a hung agent never hangs
+	 * the runtime. */
+	struct timeval tv = {.tv_sec = AGENT_TIMEOUT_S, .tv_usec = 0};
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+		fail(CNI_ERR_IO, "cannot set the agent socket timeout: %s", strerror(errno));
+	while (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EISCONN) /* an interrupted connect completed meanwhile */
+			break;
+		unreachable(errno);
+	}
+	return fd;
+}
+
+int main(void)
+{
+	/* A write to an agent that went away must fail with EPIPE, not kill the relay silently. */
+	signal(SIGPIPE, SIG_IGN);
+
+	size_t config_len = read_stdin();
+	scan_config(stdin_buf, config_len);
+
+	size_t head_len;
+	unsigned char *head = build_env_block(&head_len);
+	int fd = connect_agent();
+	if (write_all(fd, head, head_len) < 0 || write_all(fd, stdin_buf, config_len) < 0)
+		unreachable(errno);
+	free(head);
+	if (shutdown(fd, SHUT_WR) < 0)
+		unreachable(errno);
+
+	/* Buffer the whole answer: if the agent fails halfway, stdout still gets one clean error object. */
+	size_t cap = 4096, len = 0;
+	unsigned char *answer = malloc(cap);
+	if (!answer)
+		fail(CNI_ERR_IO, "out of memory for the agent's answer");
+	for (;;) {
+		if (len == cap) {
+			if (cap >= ANSWER_MAX)
+				fail(CNI_ERR_INTERNAL, "podwire agent at %s sent an answer over %u bytes", agent_path(),
+				     ANSWER_MAX);
+			cap *= 2;
+			unsigned char *grown = realloc(answer, cap);
+			if (!grown)
+				fail(CNI_ERR_IO, "out of memory for the agent's answer (%zu bytes)", cap);
+			answer = grown;
+		}
+		ssize_t n = read(fd, answer + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			unreachable(errno);
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (len == 0)
+		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: connection closed without an answer",
+		     agent_path());
+
+	int status = answer[0];
+	if (write_all(STDOUT_FILENO, answer + 1, len - 1) < 0) {
+		dprintf(STDERR_FILENO, "podwire-cni: writing the agent's answer to stdout: %s\n", strerror(errno));
+		return status != 0 ? status : 1;
+	}
+	return status;
+}
