@@ -30,7 +30,9 @@ extern char **environ;
 
 #define STDIN_MAX (1u << 20)
 #define ANSWER_MAX (16u << 20)
+#ifndef AGENT_TIMEOUT_S /* overridable only so that a test can build a relay that gives up quickly */
 #define AGENT_TIMEOUT_S 120
+#endif
 #define DEFAULT_SOCKET "/run/podwire/cni.sock"
 #define DEFAULT_CNI_VERSION "1.1.0"
 /* Longest "socket" or "cniVersion" value kept, NUL included; a socket path is far shorter anyway. */
@@ -351,11 +353,18 @@ static int scan_array(struct scanner *sc, int depth)
 	}
 }
 
-/* The agent socket named by the config's top-level "socket", once the scanner has seen it. */
+/*
+ * The agent socket named by the config's top-level "socket", once the scanner has seen it. A bad value
+ * is reported only after the whole object is scanned, so that the error carries its "cniVersion".
+ */
 static struct {
 	struct field socket;
 	int has_socket;
+	const char *socket_err;
 } config;
+
+#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+_Static_assert(SUN_PATH_MAX == 107, "the message below names the Linux sun_path limit");
 
 /* Reads the value of a top-level key that matters to the relay; any other value is only scanned. */
 static int scan_member(struct scanner *sc, const struct field *key)
@@ -367,7 +376,7 @@ static int scan_member(struct scanner *sc, const struct field *key)
 		return scan_value(sc, 0);
 	if (sc->p >= sc->end || *sc->p != '"') {
 		if (is_socket)
-			fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" must be a string");
+			config.socket_err = "network config field \"socket\" must be a string";
 		return scan_value(sc, 0); /* the agent reports a non-string cniVersion */
 	}
 	if (scan_string(sc, &value) < 0)
@@ -378,15 +387,16 @@ static int scan_member(struct scanner *sc, const struct field *key)
 			memcpy(cni_version, value.buf, value.len + 1);
 		return 0;
 	}
+	/* A repeated key: the last one wins, as in JSON.parse. */
+	config.socket_err = NULL;
 	if (value.escaped_u)
-		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\": \\u escapes are not supported");
-	if (value.len == 0)
-		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" is empty");
-	if (value.overflow || value.len >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		fail(CNI_ERR_INVALID_CONFIG, "network config field \"socket\" is longer than a unix socket path (%zu bytes)",
-		     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		config.socket_err = "network config field \"socket\": \\u escapes are not supported";
+	else if (value.len == 0)
+		config.socket_err = "network config field \"socket\" is empty";
+	else if (value.overflow || value.len > SUN_PATH_MAX)
+		config.socket_err = "network config field \"socket\" is longer than a unix socket path (107 bytes)";
 	config.socket = value;
-	config.has_socket = 1; /* a repeated key: the last one wins, as in JSON.parse */
+	config.has_socket = 1;
 	return 0;
 }
 
@@ -440,6 +450,8 @@ static void scan_config(const unsigned char *buf, size_t len)
 	if (sc.err)
 		fail(CNI_ERR_DECODE, "network config on stdin is not valid JSON: %s at byte %zu", sc.err,
 		     (size_t)(sc.p - sc.start));
+	if (config.socket_err)
+		fail(CNI_ERR_INVALID_CONFIG, "%s", config.socket_err);
 }
 
 /* ---- relaying ---------------------------------------------------------------------------------- */
@@ -497,15 +509,17 @@ static const char *agent_path(void)
 /* The agent could not give an answer: code 11, so the runtime retries. */
 __attribute__((noreturn)) static void unreachable(int err)
 {
-	const char *why = (err == EAGAIN || err == EWOULDBLOCK) ? "no answer within 120 s" : strerror(err);
-	fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: %s", agent_path(), why);
+	if (err == EAGAIN || err == EWOULDBLOCK) /* SO_RCVTIMEO or SO_SNDTIMEO expired */
+		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: no progress within %d s", agent_path(),
+		     AGENT_TIMEOUT_S);
+	fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: %s", agent_path(), strerror(err));
 }
 
 static int connect_agent(void)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	const char *path = agent_path();
-	memcpy(addr.sun_path, path, strlen(path) + 1); /* fits: scan_member checked the length */
+	memcpy(addr.sun_path, path, strlen(path) + 1); /* fits: scan_config checked the length */
 
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -577,7 +591,9 @@ int main(void)
 	int status = answer[0];
 	if (write_all(STDOUT_FILENO, answer + 1, len - 1) < 0) {
 		dprintf(STDERR_FILENO, "podwire-cni: writing the agent's answer to stdout: %s\n", strerror(errno));
-		return status != 0 ? status : 1;
+		if (status == 0)
+			status = 1; /* the runtime must not take a missing result for success */
 	}
+	free(answer);
 	return status;
 }

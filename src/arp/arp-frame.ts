@@ -90,7 +90,10 @@ export function encodeArpPacket(packet: ArpPacket): Buffer {
  */
 export function decodeArpPacket(bytes: Buffer): ArpPacket {
   if (bytes.length < ARP_PACKET_LEN) {
-    throw new PodwireError('ERR_DECODE', `ARP packet too short: ${bytes.length} bytes, need ${ARP_PACKET_LEN}`);
+    throw new PodwireError(
+      'ERR_DECODE',
+      `ARP packet too short: ${bytes.length} bytes, need ${ARP_PACKET_LEN}`,
+    );
   }
   const htype = bytes.readUInt16BE(0);
   const ptype = bytes.readUInt16BE(2);

@@ -28,7 +28,10 @@ const MAC_TEXT = /^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$/i;
 /** Parses "aa:bb:cc:dd:ee:ff" (either case) into its 6 octets. */
 export function parseMac(text: string): Buffer {
   if (!MAC_TEXT.test(text)) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid MAC address "${text}": want six hex octets joined by ':'`);
+    throw new PodwireError(
+      'ERR_INVALID_CONFIG',
+      `invalid MAC address "${text}": want six hex octets joined by ':'`,
+    );
   }
   return Buffer.from(text.replaceAll(':', ''), 'hex');
 }
@@ -63,7 +66,10 @@ export interface EthernetHeader {
 
 function checkEthertype(ethertype: number): void {
   if (!Number.isInteger(ethertype) || ethertype < ETH_P_802_3_MIN || ethertype > 0xffff) {
-    throw new PodwireError('ERR_INTERNAL', `ethertype ${ethertype} is not an Ethernet II type (0x0600-0xffff)`);
+    throw new PodwireError(
+      'ERR_INTERNAL',
+      `ethertype ${ethertype} is not an Ethernet II type (0x0600-0xffff)`,
+    );
   }
 }
 
@@ -93,7 +99,10 @@ export interface EthernetFrame {
 /** Decodes an Ethernet II frame (without FCS); rejects runts and 802.3 length-field frames. */
 export function decodeEthernetFrame(frame: Buffer): EthernetFrame {
   if (frame.length < ETH_HLEN) {
-    throw new PodwireError('ERR_DECODE', `Ethernet frame too short: ${frame.length} bytes, header needs ${ETH_HLEN}`);
+    throw new PodwireError(
+      'ERR_DECODE',
+      `Ethernet frame too short: ${frame.length} bytes, header needs ${ETH_HLEN}`,
+    );
   }
   const ethertype = frame.readUInt16BE(2 * ETH_ALEN);
   if (ethertype < ETH_P_802_3_MIN) {

@@ -119,6 +119,9 @@ export function normalizeIPv6(text: string): string {
 
 function checkSpan(what: string, bytes: Uint8Array, offset: number, len: number): void {
   if (!Number.isInteger(offset) || offset < 0 || offset + len > bytes.length) {
-    throw new PodwireError('ERR_INTERNAL', `${what}: need ${len} octets at offset ${offset}, have ${bytes.length}`);
+    throw new PodwireError(
+      'ERR_INTERNAL',
+      `${what}: need ${len} octets at offset ${offset}, have ${bytes.length}`,
+    );
   }
 }

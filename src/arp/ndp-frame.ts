@@ -7,7 +7,14 @@
  *   | options (8 octets each for Ethernet; podwire writes only Target Link-Layer Address).
  */
 import { PodwireError } from '../cni/errors.js';
-import { decodeEthernetFrame, ETH_HLEN, ETH_P_IPV6, formatMac, parseMac, writeEthernetHeader } from './ethernet.js';
+import {
+  decodeEthernetFrame,
+  ETH_HLEN,
+  ETH_P_IPV6,
+  formatMac,
+  parseMac,
+  writeEthernetHeader,
+} from './ethernet.js';
 import { formatIPv6, IPV6_LEN, parseIPv6 } from './inet.js';
 
 export { formatIPv6, normalizeIPv6, parseIPv6 } from './inet.js';
@@ -92,7 +99,10 @@ export function encodeNeighborAdvertisement(na: NeighborAdvertisement): Buffer {
     throw new PodwireError('ERR_INVALID_CONFIG', `Neighbor Advertisement target ${na.target} is multicast`);
   }
   if (na.solicited && isMulticast(ipDst)) {
-    throw new PodwireError('ERR_INTERNAL', `a solicited Neighbor Advertisement cannot go to multicast ${na.ipDst}`);
+    throw new PodwireError(
+      'ERR_INTERNAL',
+      `a solicited Neighbor Advertisement cannot go to multicast ${na.ipDst}`,
+    );
   }
   const icmpLen = NA_LEN + (na.targetLinkAddress === undefined ? 0 : TLLA_OPT_LEN);
   const out = Buffer.alloc(ICMP + icmpLen);

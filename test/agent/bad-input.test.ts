@@ -59,7 +59,7 @@ describe('bad input gets the right CNI error and leaves nothing behind', () => {
 
   test('an interface that already exists in the pod: error, full rollback, the pod untouched', async () => {
     const other = await node.addPod('taken');
-    await must('ip', ['-n', other, 'link', 'add', 'eth0', 'type', 'dummy']);
+    await must('ip', ['-n', other, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1']);
     const out = await node.cni({ command: 'ADD', containerId: 'c-taken', netns: other });
     assert.equal(out.code, 1, out.stdout);
     assert.equal((out.json as { code: number }).code, 103);

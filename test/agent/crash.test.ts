@@ -18,7 +18,7 @@ function ips(out: CniOutcome): string[] {
   return ((out.json?.ips ?? []) as Array<{ address: string }>).map((ip) => ip.address.split('/')[0] as string);
 }
 
-test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep their addresses', async () => {
+test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep their addresses', async (t) => {
   const survivors: Array<{ ns: string; id: string; ips: string[] }> = [];
   for (let i = 0; i < 3; i++) {
     const ns = await node.addPod(`s${i}`);
@@ -29,9 +29,14 @@ test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep t
 
   const burst = await Promise.all(Array.from({ length: 20 }, (_, i) => node.addPod(`b${i}`)));
   const calls = burst.map((ns, i) => node.cni({ command: 'ADD', containerId: `burst-${i}`, netns: ns }));
-  await sleep(40 + Math.floor(Math.random() * 80));
+  // Kill once a few of the burst are done, so that others are certainly in flight.
+  const from = node.logs.length;
+  while ((node.logs.slice(from).match(/"attachment added"/g) ?? []).length < 3) await sleep(1);
   await node.stopAgent('SIGKILL');
   const outcomes = await Promise.all(calls);
+  const answered = outcomes.filter((o) => o.code === 0).length;
+  t.diagnostic(`${answered} of ${burst.length} burst ADDs answered before the kill`);
+  assert.ok(answered < burst.length, 'the kill came mid-burst');
   for (const o of outcomes) {
     if (o.code !== 0) assert.equal((o.json as { code?: number })?.code, 11, `a cut call answers "try again": ${o.stdout}`);
   }

@@ -33,7 +33,15 @@ const arpFrame: fc.Arbitrary<ArpFrame> = fc.record(
 const rawArpFrame = fc
   .tuple(macBytes, macBytes, op, macBytes, ipv4Bytes, macBytes, ipv4Bytes)
   .map(([dst, src, o, sha, spa, tha, tpa]) =>
-    Buffer.concat([dst, src, Buffer.from([0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0, o]), sha, spa, tha, tpa]),
+    Buffer.concat([
+      dst,
+      src,
+      Buffer.from([0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0, o]),
+      sha,
+      spa,
+      tha,
+      tpa,
+    ]),
   );
 
 /**
@@ -51,7 +59,8 @@ function hex(s: string): Buffer {
 }
 
 function isDecodeError(message: RegExp) {
-  return (err: unknown) => err instanceof PodwireError && err.code === 'ERR_DECODE' && message.test(err.message);
+  return (err: unknown) =>
+    err instanceof PodwireError && err.code === 'ERR_DECODE' && message.test(err.message);
 }
 
 describe('ARP frame codec', () => {
@@ -82,7 +91,13 @@ describe('ARP frame codec', () => {
     assert.deepEqual(decodeArpFrame(frame), {
       dst: 'ff:ff:ff:ff:ff:ff',
       src: '02:42:ac:11:00:02',
-      arp: { op: 1, sha: '02:42:ac:11:00:02', spa: '10.244.1.5', tha: '00:00:00:00:00:00', tpa: '10.244.1.5' },
+      arp: {
+        op: 1,
+        sha: '02:42:ac:11:00:02',
+        spa: '10.244.1.5',
+        tha: '00:00:00:00:00:00',
+        tpa: '10.244.1.5',
+      },
     });
   });
 
@@ -126,7 +141,13 @@ describe('ARP frame codec', () => {
     assert.throws(() => gratuitousArp('02:42:ac:11:00', '10.0.0.1'), config);
     assert.throws(() => gratuitousArp('02:42:ac:11:00:02', '10.0.0.256'), config);
     assert.throws(() => gratuitousArp('02:42:ac:11:00:02', 'fd00::1'), config);
-    const bad = { op: 3, sha: '02:00:00:00:00:01', spa: '10.0.0.1', tha: '00:00:00:00:00:00', tpa: '10.0.0.2' };
+    const bad = {
+      op: 3,
+      sha: '02:00:00:00:00:01',
+      spa: '10.0.0.1',
+      tha: '00:00:00:00:00:00',
+      tpa: '10.0.0.2',
+    };
     assert.throws(
       () => encodeArpPacket(bad as never),
       (err: unknown) => err instanceof PodwireError && err.code === 'ERR_INTERNAL',

@@ -75,7 +75,16 @@ describe('IPv6 text', () => {
     });
   }
 
-  for (const bad of ['', 'fe80::1%eth0', '1:2:3:4:5:6:7:8:9', ':::', '1::2::3', '10.0.0.1', 'g::1', '12345::']) {
+  for (const bad of [
+    '',
+    'fe80::1%eth0',
+    '1:2:3:4:5:6:7:8:9',
+    ':::',
+    '1::2::3',
+    '10.0.0.1',
+    'g::1',
+    '12345::',
+  ]) {
     test(`rejects ${JSON.stringify(bad)}`, () => {
       assert.throws(() => parseIPv6(bad), hasCode('ERR_INVALID_CONFIG'));
     });

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { SocketAddress } from 'node:net';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { PodwireError } from '../../src/cni/errors.js';
 import {
   decodeNeighborAdvertisement,
   encodeNeighborAdvertisement,
@@ -11,6 +10,7 @@ import {
   type NeighborAdvertisement,
   unsolicitedNeighborAdvertisement,
 } from '../../src/arp/ndp-frame.js';
+import { PodwireError } from '../../src/cni/errors.js';
 
 const macBytes = fc.uint8Array({ minLength: 6, maxLength: 6 }).map((b) => Buffer.from(b));
 const macText = macBytes.map((b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(':'));
@@ -136,7 +136,8 @@ function hex(s: string): Buffer {
 }
 
 function isDecodeError(message: RegExp) {
-  return (err: unknown) => err instanceof PodwireError && err.code === 'ERR_DECODE' && message.test(err.message);
+  return (err: unknown) =>
+    err instanceof PodwireError && err.code === 'ERR_DECODE' && message.test(err.message);
 }
 
 describe('ICMPv6 checksum', () => {
@@ -232,10 +233,19 @@ describe('Neighbor Advertisement codec', () => {
     ['Solicited towards ff02::1', (f) => fixChecksum(f.fill(0x60, 58, 59)), /Solicited/],
     ['an option of length 0', (f) => fixChecksum(f.fill(0, 79, 80)), /option type 2 has length 0/],
     ['an option overrunning the message', (f) => fixChecksum(f.fill(2, 79, 80)), /overruns/],
-    ['a dangling option octet', (f) => fixChecksum(Buffer.concat([f, Buffer.from([1])]).fill(33, 19, 20)), /truncated/],
+    [
+      'a dangling option octet',
+      (f) => fixChecksum(Buffer.concat([f, Buffer.from([1])]).fill(33, 19, 20)),
+      /truncated/,
+    ],
     [
       'a 16-octet TLLA option',
-      (f) => fixChecksum(Buffer.concat([f, Buffer.alloc(8)]).fill(40, 19, 20).fill(2, 79, 80)),
+      (f) =>
+        fixChecksum(
+          Buffer.concat([f, Buffer.alloc(8)])
+            .fill(40, 19, 20)
+            .fill(2, 79, 80),
+        ),
       /of 16 octets, want 8/,
     ],
   ];

@@ -64,11 +64,23 @@ test('scapy decodes our gratuitous ARPs and Neighbor Advertisements the same way
     t.skip(`scapy is not importable by ${PYTHON} (apt-get install -y python3-scapy)`);
     return;
   }
-  const arps = [['02:42:ac:11:00:02', '10.244.1.5'], ...fc.sample(fc.tuple(mac, fc.ipV4()), { numRuns: 30, seed: 4861 })];
-  const nas = [['02:42:ac:11:00:03', 'fd00:10:244::5'], ...fc.sample(fc.tuple(mac, ipv6), { numRuns: 30, seed: 826 })];
+  const arps = [
+    ['02:42:ac:11:00:02', '10.244.1.5'],
+    ...fc.sample(fc.tuple(mac, fc.ipV4()), { numRuns: 30, seed: 4861 }),
+  ];
+  const nas = [
+    ['02:42:ac:11:00:03', 'fd00:10:244::5'],
+    ...fc.sample(fc.tuple(mac, ipv6), { numRuns: 30, seed: 826 }),
+  ];
   const frames = [
-    ...arps.map(([m, ip]) => ({ kind: 'arp' as const, hex: gratuitousArp(m ?? '', ip ?? '').toString('hex') })),
-    ...nas.map(([m, ip]) => ({ kind: 'na' as const, hex: unsolicitedNeighborAdvertisement(m ?? '', ip ?? '').toString('hex') })),
+    ...arps.map(([m, ip]) => ({
+      kind: 'arp' as const,
+      hex: gratuitousArp(m ?? '', ip ?? '').toString('hex'),
+    })),
+    ...nas.map(([m, ip]) => ({
+      kind: 'na' as const,
+      hex: unsolicitedNeighborAdvertisement(m ?? '', ip ?? '').toString('hex'),
+    })),
   ];
   const seen = dissect(frames);
   assert.equal(seen.length, frames.length);

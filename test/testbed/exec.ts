@@ -10,7 +10,11 @@ export interface Run {
 /** Runs a command to completion; never rejects on a non-zero exit (the caller asserts on `code`). */
 export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const input = opts.input;
+    const child = spawn(cmd, args, {
+      env: opts.env ?? process.env,
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => {
@@ -21,7 +25,11 @@ export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv
     });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    child.stdin.end(opts.input ?? '');
+    if (child.stdin) {
+      // A child that exits without reading its stdin (e.g. on a usage error) must not crash the test.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(input);
+    }
   });
 }
 

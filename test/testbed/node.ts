@@ -89,11 +89,12 @@ export class TestNode {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.agent = child;
+    const from = this.logs.length;
     child.stderr?.on('data', (d: Buffer) => {
       this.logs += d.toString();
     });
     const deadline = Date.now() + 15_000;
-    while (!this.logs.includes('"agent started"')) {
+    while (!this.logs.includes('"agent started"', from)) {
       if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
       if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);
       await sleep(20);

@@ -125,16 +125,21 @@ export const cstring: AttrCodec<string> = {
   },
 };
 
+/** A plain Uint8Array copy (a Buffer's own `slice` would return a view, not a copy). */
+export function copyBytes(b: Uint8Array): Uint8Array {
+  return new Uint8Array(b);
+}
+
 /** Opaque bytes (hardware addresses, IP addresses); decoding copies them out of the datagram. */
 export const bytes: AttrCodec<Uint8Array> = {
   encode: (b) => b,
-  decode: (b) => b.slice(),
+  decode: copyBytes,
 };
 
 /** A nest kept as raw attributes, for nests this layer does not interpret. */
 export const attrList: AttrCodec<RtAttr[]> = {
   encode: (attrs) => encodeAttributes(attrs),
-  decode: (b) => decodeAttributes(b).map((a) => ({ type: a.type, value: a.value.slice() })),
+  decode: (b) => decodeAttributes(b).map((a) => ({ type: a.type, value: copyBytes(a.value) })),
   nested: true,
 };
 

@@ -7,6 +7,7 @@ import {
   type AttrSchema,
   attrList,
   bytes,
+  copyBytes,
   cstring,
   decodeAttributes,
   decodeWithSchema,
@@ -74,7 +75,7 @@ export function decodeNlMsgErr(message: NetlinkMessage): NlMsgErr {
     if (payloadLen < 0 || off + payloadLen > p.length) {
       throw new NetlinkProtocolError(`NLMSG_ERROR echoes a ${request.len}-byte request that does not fit`);
     }
-    out.requestPayload = p.slice(off, off + payloadLen);
+    out.requestPayload = copyBytes(p.subarray(off, off + payloadLen));
     off += N.NLMSG_ALIGN(payloadLen);
   }
   if ((message.header.flags & N.NLM_F_ACK_TLVS) !== 0 && off < p.length) {

@@ -146,7 +146,8 @@ export class NetlinkSocket implements Disposable {
       const size = libc.recv(fd, this.#buf, MSG_PEEK | MSG_TRUNC);
       if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
       const n = libc.recv(fd, this.#buf, 0);
-      return decodeMessages(Uint8Array.prototype.slice.call(this.#buf, 0, n));
+      // Copy: the buffer is reused by the next receive while these messages may still be read.
+      return decodeMessages(new Uint8Array(this.#buf.subarray(0, n)));
     } catch (err) {
       if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
         throw new libc.KernelError(rtmTypeName(type), constants.errno.ETIMEDOUT, undefined, { cause: err });

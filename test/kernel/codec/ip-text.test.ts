@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { PodwireError } from '../../../src/cni/errors.js';
+import { AF_INET, AF_INET6 } from '../../../src/kernel/libc.js';
+import { formatCidr, formatIp, parseCidr, parseIp } from '../../../src/kernel/netlink/ip-text.js';
+import { formatMac, parseMac } from '../../../src/kernel/netlink/mac-text.js';
+
+const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 });
+// Mostly zeros, so that runs of zero groups (the interesting case for compression) are common.
+const v6 = fc
+  .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 })
+  .map((words) => Uint8Array.from(words.flatMap((w) => [w >> 8, w & 0xff])));
+
+describe('IP address text', () => {
+  test('format -> parse is the identity', () => {
+    fc.assert(
+      fc.property(fc.oneof(v4, v6), (b) => {
+        const ip = parseIp(formatIp(b));
+        assert.deepStrictEqual(ip.bytes, b);
+        assert.equal(ip.family, b.length === 4 ? AF_INET : AF_INET6);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  test('IPv6 text matches the WHATWG URL serializer wherever inet_ntop does not print dotted IPv4', () => {
+    fc.assert(
+      fc.property(v6, (b) => {
+        const text = formatIp(b);
+        if (text.includes('.')) return;
+        assert.equal(new URL(`http://[${text}]/`).hostname, `[${text}]`);
+        // And the serializer's own text for the same bytes is ours.
+        const other = new URL(`http://[${Array.from({ length: 8 }, (_, i) => ((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0)).map((w) => w.toString(16)).join(':')}]/`);
+        assert.equal(other.hostname, `[${text}]`);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  test('known inet_ntop outputs', () => {
+    const cases: [string, string][] = [
+      ['0:0:0:0:0:0:0:0', '::'],
+      ['0:0:0:0:0:0:0:1', '::1'],
+      ['fe80:0:0:0:0:0:0:1', 'fe80::1'],
+      ['fd00:0:0:1:0:0:0:0', 'fd00:0:0:1::'],
+      ['1:0:0:2:0:0:0:3', '1:0:0:2::3'],
+      ['1:0:2:0:3:0:4:0', '1:0:2:0:3:0:4:0'],
+      ['0:0:0:0:0:ffff:a01:203', '::ffff:10.1.2.3'],
+      ['0:0:0:0:0:0:a01:203', '::10.1.2.3'],
+      ['2001:DB8::A', '2001:db8::a'],
+    ];
+    for (const [input, expected] of cases) assert.equal(formatIp(parseIp(input).bytes), expected, input);
+    assert.equal(formatIp(Uint8Array.of(10, 0, 0, 1)), '10.0.0.1');
+  });
+
+  test('invalid text is refused', () => {
+    for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1::2::3', '1:2:3:4:5:6:7:8:9', ':::', 'fe80::1%eth0', '1.2.3.4::', 'g::1', '1:2:3:4:5:6:7:8::']) {
+      assert.throws(() => parseIp(bad), PodwireError, bad);
+    }
+  });
+
+  test('CIDR', () => {
+    assert.deepStrictEqual(parseCidr('10.1.0.5/24'), { family: AF_INET, bytes: Uint8Array.of(10, 1, 0, 5), prefixLength: 24 });
+    assert.equal(parseCidr('fd00::/64').prefixLength, 64);
+    assert.equal(formatCidr(Uint8Array.of(10, 1, 0, 0), 16), '10.1.0.0/16');
+    for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/a']) {
+      assert.throws(() => parseCidr(bad), PodwireError, bad);
+    }
+  });
+});
+
+describe('MAC address text', () => {
+  test('format -> parse is the identity; text is lower-case', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 6, maxLength: 6 }), (b) => {
+        const text = formatMac(b);
+        assert.equal(text, text.toLowerCase());
+        assert.deepStrictEqual(parseMac(text), b);
+      }),
+      { numRuns: 100 },
+    );
+    assert.deepStrictEqual(parseMac('02:AB:00:00:00:01'), Uint8Array.of(2, 0xab, 0, 0, 0, 1));
+    for (const bad of ['', '02:00:00:00:00', '02:00:00:00:00:00:00', '0200.0000.0001', 'zz:00:00:00:00:00']) {
+      assert.throws(() => parseMac(bad), PodwireError, bad);
+    }
+  });
+});

@@ -1,0 +1,353 @@
+/**
+ * The C relay (relay/podwire-cni.c) against a fake agent: a Node unix-socket server in a temporary
+ * directory that records the request frame and sends a scripted answer.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { before, describe, type TestContext, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root: the nearest ancestor of this file that holds relay/Makefile. */
+function findRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'relay', 'Makefile'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error('relay/Makefile not found above the test file');
+    dir = up;
+  }
+  return dir;
+}
+
+const ROOT = findRoot();
+const RELAY = join(ROOT, 'relay', 'podwire-cni');
+const STDIN_MAX = 1 << 20;
+const HAVE_CC = spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
+
+/** What the fake agent does with a connection. */
+type Behaviour =
+  | { kind: 'answer'; status: number; stdout: Buffer }
+  | { kind: 'hang-up-at-once' }
+  | { kind: 'hang-up-after-request' }
+  /** Reads the request, never answers. */
+  | { kind: 'silent' }
+  /** Never reads: the relay's sends block once the socket buffers are full. */
+  | { kind: 'deaf' };
+
+interface FakeAgent {
+  /** Every complete request frame received, in order. */
+  requests: Buffer[];
+  connections: number;
+  errors: Error[];
+}
+
+/** A temporary directory removed when the test ends, pass or fail. */
+function tempDir(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'podwire-relay-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function startAgent(t: TestContext, path: string, behaviour: Behaviour): Promise<FakeAgent> {
+  const agent: FakeAgent = { requests: [], connections: 0, errors: [] };
+  // allowHalfOpen: the relay shuts down its write side first and still reads the answer.
+  const open = new Set<Socket>();
+  const server = createServer({ allowHalfOpen: true, pauseOnConnect: behaviour.kind === 'deaf' }, (sock) => {
+    agent.connections++;
+    open.add(sock);
+    sock.on('close', () => open.delete(sock));
+    sock.on('error', (err) => agent.errors.push(err));
+    if (behaviour.kind === 'hang-up-at-once') {
+      sock.destroy();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    sock.on('data', (chunk: Buffer) => chunks.push(chunk));
+    sock.on('end', () => {
+      agent.requests.push(Buffer.concat(chunks));
+      if (behaviour.kind === 'answer') {
+        sock.end(Buffer.concat([Buffer.from([behaviour.status]), behaviour.stdout]));
+      } else if (behaviour.kind === 'hang-up-after-request') {
+        sock.end();
+      }
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => resolve());
+  });
+  t.after(async () => {
+    // close() waits for open connections; a silent or deaf agent's must be cut first.
+    for (const sock of open) sock.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return agent;
+}
+
+interface RelayRun {
+  status: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** Runs the relay with exactly `env` as its environment and `stdin` as its input. */
+function runRelay(env: Record<string, string>, stdin: Buffer | string, relay = RELAY): Promise<RelayRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(relay, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.stdin.on('error', reject);
+    child.on('error', reject);
+    child.on('close', (status) =>
+      resolve({ status, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }),
+    );
+    child.stdin.end(stdin);
+  });
+}
+
+/** Splits a request frame into its environment entries and the stdin bytes. */
+function parseFrame(frame: Buffer): { env: string[]; stdin: Buffer } {
+  assert.ok(frame.length >= 4, `frame of ${frame.length} bytes has no length prefix`);
+  const n = frame.readUInt32BE(0);
+  assert.ok(4 + n <= frame.length, `env block of ${n} bytes overruns the ${frame.length}-byte frame`);
+  const block = frame.subarray(4, 4 + n).toString('utf8');
+  const env = block === '' ? [] : block.split('\0');
+  if (env.length > 0) assert.equal(env.pop(), '', 'every entry ends with a NUL');
+  return { env, stdin: frame.subarray(4 + n) };
+}
+
+interface CniError {
+  cniVersion: string;
+  code: number;
+  msg: string;
+}
+
+function parseError(run: RelayRun): CniError {
+  assert.equal(run.status, 1, `relay exit status (stderr: ${run.stderr})`);
+  return JSON.parse(run.stdout.toString('utf8')) as CniError;
+}
+
+const CNI_ENV = {
+  CNI_COMMAND: 'ADD',
+  CNI_CONTAINERID: 'b4a2f1c0de',
+  CNI_NETNS: '/var/run/netns/cni-1234',
+  CNI_IFNAME: 'eth0',
+  CNI_PATH: '/opt/cni/bin:/usr/lib/cni',
+  CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0',
+  CNI_EMPTY: '',
+  CNI_UTF8: 'héllo=wörld',
+};
+const OTHER_ENV = { PATH: '/usr/bin:/bin', HOME: '/root', CNIX: 'no', cni_lower: 'no', XCNI_FOO: 'no' };
+
+function config(socket: string | undefined, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    cniVersion: '1.0.0',
+    name: 'podwire',
+    type: 'podwire-cni',
+    // A nested "socket" that the relay must not take for the top-level one.
+    ipam: { type: 'host-local', socket: '/nested/must/not/be/used', ranges: [[{ subnet: '10.244.1.0/24' }]] },
+    note: 'escapes \\ " \n \u00e9 and a fake key: "socket": "/wrong"',
+    ...(socket === undefined ? {} : { socket }),
+    ...extra,
+  });
+}
+
+describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to build relay/' }, () => {
+  before(() => {
+    const make = spawnSync('make', ['-C', join(ROOT, 'relay')], { encoding: 'utf8' });
+    assert.equal(make.status, 0, `make -C relay failed:\n${make.stdout}${make.stderr}`);
+    assert.ok(existsSync(join(ROOT, 'bin', 'podwire-cni')), 'make installs bin/podwire-cni');
+  });
+
+  test('relays exactly the CNI_ variables and stdin, prints the answer, exits with its status', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const result = Buffer.from('{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}],"ips":[]}');
+    const agent = await startAgent(t, sock, { kind: 'answer', status: 0, stdout: result });
+    const stdin = config(sock);
+    const run = await runRelay({ ...CNI_ENV, ...OTHER_ENV }, stdin);
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(run.stdout, result);
+    assert.equal(agent.requests.length, 1);
+    const frame = parseFrame(agent.requests[0] ?? Buffer.alloc(0));
+    const want = Object.entries(CNI_ENV).map(([k, v]) => `${k}=${v}`);
+    assert.deepEqual([...frame.env].sort(), [...want].sort());
+    assert.equal(frame.stdin.toString('utf8'), stdin);
+    assert.deepEqual(agent.errors, []);
+  });
+
+  test('passes a failing status and binary stdout through verbatim', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const stdout = Buffer.from([0x7b, 0x00, 0xff, 0x0a, 0x80, 0x7d]);
+    await startAgent(t, sock, { kind: 'answer', status: 7, stdout });
+    const run = await runRelay(CNI_ENV, config(sock));
+    assert.equal(run.status, 7);
+    assert.deepEqual(run.stdout, stdout);
+  });
+
+  test('an answer of just the status prints nothing', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    await startAgent(t, sock, { kind: 'answer', status: 0, stdout: Buffer.alloc(0) });
+    const run = await runRelay({ CNI_COMMAND: 'DEL' }, config(sock));
+    assert.equal(run.status, 0, run.stderr);
+    assert.equal(run.stdout.length, 0);
+  });
+
+  test('relays a config of exactly 1 MiB intact', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'answer', status: 0, stdout: Buffer.from('{}') });
+    const small = config(sock, { pad: '' });
+    const stdin = config(sock, { pad: 'x'.repeat(STDIN_MAX - Buffer.byteLength(small)) });
+    assert.equal(Buffer.byteLength(stdin), STDIN_MAX);
+    const run = await runRelay(CNI_ENV, stdin);
+    assert.equal(run.status, 0, run.stderr);
+    assert.equal(parseFrame(agent.requests[0] ?? Buffer.alloc(0)).stdin.toString('utf8'), stdin);
+  });
+
+  test('a config over 1 MiB is refused with code 7 before any connection', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'answer', status: 0, stdout: Buffer.alloc(0) });
+    const small = config(sock, { pad: '' });
+    const stdin = config(sock, { pad: 'x'.repeat(STDIN_MAX + 1 - Buffer.byteLength(small)) });
+    const err = parseError(await runRelay(CNI_ENV, stdin));
+    assert.equal(err.code, 7);
+    assert.match(err.msg, /exceeds 1048576 bytes/);
+    assert.equal(agent.connections, 0);
+  });
+
+  test('no agent at the socket path: code 11 naming the path, exit 1', async (t) => {
+    const sock = join(tempDir(t), 'absent.sock');
+    const err = parseError(await runRelay(CNI_ENV, config(sock)));
+    assert.deepEqual(err, {
+      cniVersion: '1.0.0',
+      code: 11,
+      msg: `podwire agent unreachable at ${sock}: No such file or directory`,
+    });
+  });
+
+  test('a path that is no socket: code 11 with ECONNREFUSED', async (t) => {
+    const sock = join(tempDir(t), 'stale.sock');
+    writeFileSync(sock, '');
+    const err = parseError(await runRelay(CNI_ENV, config(sock)));
+    assert.equal(err.code, 11);
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: Connection refused`);
+  });
+
+  test('an agent that hangs up at once: code 11', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'hang-up-at-once' });
+    // A large config makes the hang-up land while the relay is still sending.
+    const stdin = config(sock, { pad: 'x'.repeat(512 * 1024) });
+    const err = parseError(await runRelay(CNI_ENV, stdin));
+    assert.equal(err.code, 11);
+    assert.match(err.msg, new RegExp(`^podwire agent unreachable at ${sock}: `));
+    assert.equal(agent.connections, 1);
+  });
+
+  test('an agent that reads the request and closes without an answer: code 11', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'hang-up-after-request' });
+    const err = parseError(await runRelay(CNI_ENV, config(sock)));
+    assert.equal(err.code, 11);
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: connection closed without an answer`);
+    assert.equal(agent.requests.length, 1);
+  });
+
+  /** The relay built to give up after 1 s instead of 120 s, in the test's temporary directory. */
+  function quickRelay(dir: string): string {
+    const out = join(dir, 'podwire-cni-1s');
+    const cc = spawnSync(
+      'cc',
+      [
+        '-O2',
+        '-Wall',
+        '-Wextra',
+        '-Werror',
+        '-DAGENT_TIMEOUT_S=1',
+        '-o',
+        out,
+        join(ROOT, 'relay', 'podwire-cni.c'),
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(cc.status, 0, cc.stderr);
+    return out;
+  }
+
+  test('an agent that never answers: code 11 once the receive timeout expires', async (t) => {
+    const dir = tempDir(t);
+    const sock = join(dir, 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'silent' });
+    const started = Date.now();
+    const err = parseError(await runRelay(CNI_ENV, config(sock), quickRelay(dir)));
+    assert.equal(err.code, 11);
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: no progress within 1 s`);
+    assert.ok(Date.now() - started < 10_000);
+    assert.equal(agent.requests.length, 1, 'the request was complete');
+  });
+
+  test('an agent that never reads: code 11 once the send timeout expires', async (t) => {
+    const dir = tempDir(t);
+    const sock = join(dir, 'agent.sock');
+    await startAgent(t, sock, { kind: 'deaf' });
+    const stdin = config(sock, { pad: 'x'.repeat(STDIN_MAX - 4096) });
+    const err = parseError(await runRelay(CNI_ENV, stdin, quickRelay(dir)));
+    assert.equal(err.code, 11);
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: no progress within 1 s`);
+  });
+
+  test('error messages are JSON-escaped', async (t) => {
+    const sock = join(tempDir(t), 'we"ird\\name\té.sock');
+    const err = parseError(await runRelay(CNI_ENV, config(sock)));
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: No such file or directory`);
+  });
+
+  test('without "socket" the default path is used', {
+    skip: existsSync('/run/podwire/cni.sock'),
+  }, async () => {
+    const err = parseError(await runRelay(CNI_ENV, config(undefined)));
+    assert.equal(err.msg, 'podwire agent unreachable at /run/podwire/cni.sock: No such file or directory');
+  });
+
+  test('without "cniVersion" errors say 1.1.0', async (t) => {
+    const sock = join(tempDir(t), 'absent.sock');
+    const err = parseError(await runRelay(CNI_ENV, JSON.stringify({ socket: sock })));
+    assert.equal(err.cniVersion, '1.1.0');
+  });
+
+  const badConfigs: [string, string, number, RegExp][] = [
+    ['empty stdin', '', 6, /not a JSON object/],
+    ['an array', '[1]', 6, /not a JSON object/],
+    [
+      'truncated JSON',
+      '{"cniVersion":"1.0.0","name":"x',
+      6,
+      /not valid JSON: unterminated string at byte 31/,
+    ],
+    ['a trailing comma', '{"cniVersion":"1.0.0",}', 6, /not valid JSON: expected a string key/],
+    ['data after the object', '{"cniVersion":"1.0.0"} {}', 6, /data after the top-level object/],
+    ['a bad number', '{"cniVersion":"1.0.0","mtu":01}', 6, /not valid JSON/],
+    ['a non-string socket', '{"cniVersion":"1.0.0","socket":42}', 7, /"socket" must be a string/],
+    ['an empty socket', '{"socket":"","cniVersion":"1.0.0"}', 7, /"socket" is empty/],
+    ['a \\u escape in socket', '{"cniVersion":"1.0.0","socket":"/run/\\u0070.sock"}', 7, /\\u escapes/],
+    [
+      'an over-long socket',
+      `{"cniVersion":"1.0.0","socket":"/${'s'.repeat(107)}"}`,
+      7,
+      /longer than a unix socket path/,
+    ],
+  ];
+  for (const [what, stdin, code, msg] of badConfigs) {
+    test(`${what}: code ${code}, exit 1`, async () => {
+      const err = parseError(await runRelay(CNI_ENV, stdin));
+      assert.equal(err.code, code);
+      assert.match(err.msg, msg);
+      if (stdin.includes('1.0.0') && code === 7) assert.equal(err.cniVersion, '1.0.0');
+    });
+  }
+});
