@@ -45,6 +45,7 @@ enum {
 	CNI_ERR_DECODE = 6,
 	CNI_ERR_INVALID_CONFIG = 7,
 	CNI_ERR_TRY_AGAIN = 11,
+	CNI_ERR_NOT_AVAILABLE = 50,
 	CNI_ERR_INTERNAL = 100,
 };
 
@@ -366,7 +367,10 @@ static struct {
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 _Static_assert(SUN_PATH_MAX == 107, "the message below names the Linux sun_path limit");
 
-/* Reads the value of a top-level key that matters to the relay; any other value is only scanned. */
+/*
+ * Reads the value of a top-level key that matters to the relay; any other value is only scanned. A key
+ * spelled with \u escapes ("sock\u0065t") is not recognized: no runtime writes one.
+ */
 static int scan_member(struct scanner *sc, const struct field *key)
 {
 	struct field value;
@@ -506,13 +510,17 @@ static const char *agent_path(void)
 	return config.has_socket ? config.socket.buf : DEFAULT_SOCKET;
 }
 
-/* The agent could not give an answer: code 11, so the runtime retries. */
+/*
+ * The agent could not give an answer: code 11, so the runtime retries. STATUS asks precisely whether
+ * ADD can be served, and the spec's answer for "no" is 50 (plugin not available).
+ */
 __attribute__((noreturn)) static void unreachable(int err)
 {
+	const char *cmd = getenv("CNI_COMMAND");
+	int code = (cmd && strcmp(cmd, "STATUS") == 0) ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN;
 	if (err == EAGAIN || err == EWOULDBLOCK) /* SO_RCVTIMEO or SO_SNDTIMEO expired */
-		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: no progress within %d s", agent_path(),
-		     AGENT_TIMEOUT_S);
-	fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: %s", agent_path(), strerror(err));
+		fail(code, "podwire agent unreachable at %s: no progress within %d s", agent_path(), AGENT_TIMEOUT_S);
+	fail(code, "podwire agent unreachable at %s: %s", agent_path(), strerror(err));
 }
 
 static int connect_agent(void)

@@ -14,6 +14,7 @@ import { cmdAdd } from './cmd-add.js';
 import { cmdCheck } from './cmd-check.js';
 import { cmdDel } from './cmd-del.js';
 import { cmdGc } from './cmd-gc.js';
+import { cmdStatus } from './cmd-status.js';
 import type { AgentContext } from './context.js';
 import { attachmentKey } from './host-veth.js';
 import type { Logger } from './log.js';
@@ -102,11 +103,9 @@ export class CniDispatcher {
         await cmdGc(ctx, conf.validAttachments ?? [], log);
         return '';
       }
-      case 'STATUS': {
-        const st = ctx.datapath.status();
-        if (!st.ready) throw new PodwireError('ERR_NOT_AVAILABLE', `datapath ${ctx.datapath.kind}: ${st.reason}`);
+      case 'STATUS':
+        cmdStatus(ctx);
         return '';
-      }
       case 'VERSION':
         return JSON.stringify(formatVersionResult(conf.cniVersion));
     }

@@ -11,8 +11,11 @@ import { LATEST_VERSION } from '../cni/versions.js';
 import type { CniAnswer } from './cni-dispatch.js';
 import type { Logger } from './log.js';
 
-/** A request larger than this is refused: a network configuration is a few KiB. */
-const MAX_REQUEST = 1 << 20;
+/**
+ * A request larger than this is refused: a network configuration is a few KiB. The relay caps stdin
+ * at 1 MiB itself; the margin is for the environment block.
+ */
+const MAX_REQUEST = (1 << 20) + (64 << 10);
 
 export interface RelayRequest {
   env: Record<string, string>;

@@ -27,6 +27,13 @@ export interface Allocation {
 /** An allocation with its owner's record (containerId, ifname, createdAt). */
 export interface OwnedAllocation extends Allocation, AllocationRecord {}
 
+export interface RangeUsage {
+  rangeId: string;
+  /** Addresses pods can receive (network, gateway and broadcast excluded). */
+  size: bigint;
+  used: number;
+}
+
 export interface NodeLocalAllocatorOptions {
   /** Clock for AllocationRecord.createdAt; tests may pin it. */
   now?: () => Date;
@@ -128,6 +135,11 @@ export class NodeLocalAllocator {
   lookup(attachment: AttachmentKey): Allocation[] {
     const owner = checkAttachment(attachment);
     return this.#ranges.flatMap((range) => range.ipsOf(owner).map((ip) => toAllocation(range, ip)));
+  }
+
+  /** Per range: how many addresses pods can receive and how many this allocator knows are held. */
+  usage(): RangeUsage[] {
+    return this.#ranges.map((r) => ({ rangeId: r.rangeId, size: r.cidr.assignableCount, used: r.held.size }));
   }
 
   /** Every claim in the node's ranges, read from the store, with its owner (for reconcile and GC). */

@@ -230,6 +230,13 @@ describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to b
     });
   });
 
+  test('STATUS with no agent: code 50 (plugin not available), as the spec asks of STATUS', async (t) => {
+    const sock = join(tempDir(t), 'absent.sock');
+    const err = parseError(await runRelay({ CNI_COMMAND: 'STATUS' }, config(sock)));
+    assert.equal(err.code, 50);
+    assert.match(err.msg, /unreachable/);
+  });
+
   test('a path that is no socket: code 11 with ECONNREFUSED', async (t) => {
     const sock = join(tempDir(t), 'stale.sock');
     writeFileSync(sock, '');

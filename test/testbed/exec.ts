@@ -17,10 +17,10 @@ export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
+    child.stdout?.on('data', (d: Buffer) => {
       stdout += d.toString();
     });
-    child.stderr.on('data', (d: Buffer) => {
+    child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
     });
     child.on('error', reject);

@@ -44,7 +44,8 @@ export function encodeIfAddrMsg(m: IfAddrMsg): Uint8Array {
 }
 
 export function decodeIfAddrMsg(payload: Uint8Array): IfAddrMsg {
-  if (payload.length < IFADDRMSG_LEN) throw new NetlinkProtocolError(`ifaddrmsg needs 8 bytes, got ${payload.length}`);
+  if (payload.length < IFADDRMSG_LEN)
+    throw new NetlinkProtocolError(`ifaddrmsg needs 8 bytes, got ${payload.length}`);
   const v = dataView(payload);
   return {
     family: v.getUint8(0),
@@ -73,7 +74,8 @@ const cacheinfo: AttrCodec<IfaCacheinfo> = {
     return out;
   },
   decode: (b, type) => {
-    if (b.length !== 16) throw new NetlinkProtocolError(`attribute ${type} has ${b.length} bytes, expected 16`);
+    if (b.length !== 16)
+      throw new NetlinkProtocolError(`attribute ${type} has ${b.length} bytes, expected 16`);
     const v = dataView(b);
     return {
       preferred: v.getUint32(0, HOST_LITTLE_ENDIAN),
@@ -112,7 +114,10 @@ export interface AddrBody {
 }
 
 export function encodeAddrBody(body: AddrBody): Uint8Array {
-  return concatBytes([encodeIfAddrMsg(body.ifa), encodeAttributes(encodeWithSchema(ADDR_SCHEMA, body.attrs))]);
+  return concatBytes([
+    encodeIfAddrMsg(body.ifa),
+    encodeAttributes(encodeWithSchema(ADDR_SCHEMA, body.attrs)),
+  ]);
 }
 
 export function decodeAddrBody(payload: Uint8Array): AddrBody {

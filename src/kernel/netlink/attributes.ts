@@ -28,7 +28,8 @@ export function encodeAttributes(attrs: readonly RtAttr[]): Uint8Array {
   const parts: Uint8Array[] = [];
   for (const a of attrs) {
     const len = NLA_HDRLEN + a.value.length;
-    if (len > NLA_MAX_LEN) throw new NetlinkProtocolError(`attribute ${attrType(a)} of ${len} bytes exceeds 65535`);
+    if (len > NLA_MAX_LEN)
+      throw new NetlinkProtocolError(`attribute ${attrType(a)} of ${len} bytes exceeds 65535`);
     const out = new Uint8Array(NLMSG_ALIGN(len));
     const v = dataView(out);
     v.setUint16(0, len, HOST_LITTLE_ENDIAN);
@@ -51,7 +52,9 @@ export function decodeAttributes(buf: Uint8Array): RtAttr[] {
     const len = v.getUint16(off, HOST_LITTLE_ENDIAN);
     const type = v.getUint16(off + 2, HOST_LITTLE_ENDIAN);
     if (len < NLA_HDRLEN || off + len > buf.length) {
-      throw new NetlinkProtocolError(`rtattr type ${type & NLA_TYPE_MASK} of length ${len} overruns its parent`);
+      throw new NetlinkProtocolError(
+        `rtattr type ${type & NLA_TYPE_MASK} of length ${len} overruns its parent`,
+      );
     }
     out.push({ type, value: buf.subarray(off + NLA_HDRLEN, off + len) });
     off += NLMSG_ALIGN(len);

@@ -60,7 +60,9 @@ export function decodeMessages(datagram: Uint8Array): NetlinkMessage[] {
     }
     const len = v.getUint32(off, HOST_LITTLE_ENDIAN);
     if (len < NLMSG_HDRLEN || off + len > datagram.length) {
-      throw new NetlinkProtocolError(`nlmsg_len ${len} at offset ${off} does not fit a ${datagram.length}-byte datagram`);
+      throw new NetlinkProtocolError(
+        `nlmsg_len ${len} at offset ${off} does not fit a ${datagram.length}-byte datagram`,
+      );
     }
     out.push({
       header: {

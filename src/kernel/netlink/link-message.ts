@@ -51,7 +51,8 @@ export function encodeIfInfoMsg(m: IfInfoMsg): Uint8Array {
 }
 
 export function decodeIfInfoMsg(payload: Uint8Array): IfInfoMsg {
-  if (payload.length < IFINFOMSG_LEN) throw new NetlinkProtocolError(`ifinfomsg needs 16 bytes, got ${payload.length}`);
+  if (payload.length < IFINFOMSG_LEN)
+    throw new NetlinkProtocolError(`ifinfomsg needs 16 bytes, got ${payload.length}`);
   const v = dataView(payload);
   return {
     family: v.getUint8(0),
@@ -132,7 +133,12 @@ const linkInfoCodec = {
     if (data !== undefined) {
       const inner = attrList.decode(data.value, L.IFLA_INFO_DATA);
       const peer = inner[0];
-      if (info.kind === 'veth' && inner.length === 1 && peer !== undefined && attrType(peer) === VETH_INFO_PEER) {
+      if (
+        info.kind === 'veth' &&
+        inner.length === 1 &&
+        peer !== undefined &&
+        attrType(peer) === VETH_INFO_PEER
+      ) {
         info.peer = decodeLinkBody(peer.value);
       } else {
         info.data = inner;
@@ -165,7 +171,10 @@ const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
 };
 
 export function encodeLinkBody(body: LinkBody): Uint8Array {
-  return concatBytes([encodeIfInfoMsg(body.ifi), encodeAttributes(encodeWithSchema(LINK_SCHEMA, body.attrs))]);
+  return concatBytes([
+    encodeIfInfoMsg(body.ifi),
+    encodeAttributes(encodeWithSchema(LINK_SCHEMA, body.attrs)),
+  ]);
 }
 
 export function decodeLinkBody(payload: Uint8Array): LinkBody {
@@ -181,7 +190,8 @@ export function ifInfoMsg(fields: Partial<IfInfoMsg> = {}): IfInfoMsg {
 /** The `Link` view of an RTM_NEWLINK body. */
 export function linkFromBody(body: LinkBody): Link {
   const { ifi, attrs } = body;
-  if (attrs.ifname === undefined) throw new NetlinkProtocolError(`RTM_NEWLINK for index ${ifi.index} has no IFLA_IFNAME`);
+  if (attrs.ifname === undefined)
+    throw new NetlinkProtocolError(`RTM_NEWLINK for index ${ifi.index} has no IFLA_IFNAME`);
   const link: Link = {
     index: ifi.index,
     name: attrs.ifname,

@@ -58,7 +58,9 @@ const ERRNO_LEN = 4;
 export function decodeNlMsgErr(message: NetlinkMessage): NlMsgErr {
   const p = message.payload;
   if (p.length < ERRNO_LEN + N.NLMSG_HDRLEN) {
-    throw new NetlinkProtocolError(`NLMSG_ERROR payload of ${p.length} bytes is shorter than struct nlmsgerr`);
+    throw new NetlinkProtocolError(
+      `NLMSG_ERROR payload of ${p.length} bytes is shorter than struct nlmsgerr`,
+    );
   }
   const v = dataView(p);
   const request = {

@@ -47,7 +47,8 @@ export function encodeRtMsg(m: RtMsg): Uint8Array {
 }
 
 export function decodeRtMsg(payload: Uint8Array): RtMsg {
-  if (payload.length < RTMSG_LEN) throw new NetlinkProtocolError(`rtmsg needs 12 bytes, got ${payload.length}`);
+  if (payload.length < RTMSG_LEN)
+    throw new NetlinkProtocolError(`rtmsg needs 12 bytes, got ${payload.length}`);
   const v = dataView(payload);
   return {
     family: v.getUint8(0),
@@ -104,7 +105,18 @@ export function decodeRouteBody(payload: Uint8Array): RouteBody {
 
 /** An rtmsg with every field zero except those given. */
 export function rtMsg(fields: Partial<RtMsg> = {}): RtMsg {
-  return { family: 0, dstLen: 0, srcLen: 0, tos: 0, table: 0, protocol: 0, scope: 0, type: 0, flags: 0, ...fields };
+  return {
+    family: 0,
+    dstLen: 0,
+    srcLen: 0,
+    tos: 0,
+    table: 0,
+    protocol: 0,
+    scope: 0,
+    type: 0,
+    flags: 0,
+    ...fields,
+  };
 }
 
 /** The `Route` view of an RTM_NEWROUTE body. */
@@ -119,7 +131,8 @@ export function routeFromBody(body: RouteBody): Route {
     flags: rtm.flags,
   };
   if (rtm.dstLen > 0) {
-    if (attrs.dst === undefined) throw new NetlinkProtocolError(`route with dst_len ${rtm.dstLen} has no RTA_DST`);
+    if (attrs.dst === undefined)
+      throw new NetlinkProtocolError(`route with dst_len ${rtm.dstLen} has no RTA_DST`);
     route.dst = formatCidr(attrs.dst, rtm.dstLen);
   }
   if (attrs.gateway !== undefined) route.gateway = formatIp(attrs.gateway);

@@ -9,11 +9,32 @@ import { PodwireError } from '../../cni/errors.js';
 import { AF_INET, AF_INET6, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import { type IpAddress, parseCidr, parseIp } from './ip-text.js';
-import { decodeLinkBody, encodeLinkBody, ifInfoMsg, type LinkAttributes, linkFromBody } from './link-message.js';
+import {
+  decodeLinkBody,
+  encodeLinkBody,
+  ifInfoMsg,
+  type LinkAttributes,
+  linkFromBody,
+} from './link-message.js';
 import { parseMac } from './mac-text.js';
-import { decodeRouteBody, encodeRouteBody, type RouteAttributes, routeFromBody, rtMsg } from './route-message.js';
+import {
+  decodeRouteBody,
+  encodeRouteBody,
+  type RouteAttributes,
+  routeFromBody,
+  rtMsg,
+} from './route-message.js';
 import { NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
-import type { Addr, AddressOptions, AddressSpec, BridgeSpec, Link, Route, RouteSpec, VethSpec } from './types.js';
+import type {
+  Addr,
+  AddressOptions,
+  AddressSpec,
+  BridgeSpec,
+  Link,
+  Route,
+  RouteSpec,
+  VethSpec,
+} from './types.js';
 import { IFF_UP } from './uapi/if.js';
 import { IFA_F_NODAD, IFA_F_NOPREFIXROUTE } from './uapi/if-addr.js';
 import { NLM_F_CREATE, NLM_F_EXCL } from './uapi/netlink.js';
@@ -65,7 +86,11 @@ export class Rtnetlink implements Disposable {
 
   #getLink(index: number, attrs: LinkAttributes): Link | undefined {
     try {
-      const replies = this.#sock.request(R.RTM_GETLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }));
+      const replies = this.#sock.request(
+        R.RTM_GETLINK,
+        0,
+        encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }),
+      );
       const reply = replies.find((m) => m.header.type === R.RTM_NEWLINK);
       return reply === undefined ? undefined : linkFromBody(decodeLinkBody(reply.payload));
     } catch (err) {
@@ -234,7 +259,13 @@ function addressBody(index: number, spec: AddressSpec, flags: number): Uint8Arra
   const ip = parseIp(spec.address);
   const attrs = ip.family === AF_INET ? { local: ip.bytes, address: ip.bytes } : { address: ip.bytes };
   return encodeAddrBody({
-    ifa: { family: ip.family, prefixlen: spec.prefixLength, flags: flags & 0xff, scope: R.RT_SCOPE_UNIVERSE, index },
+    ifa: {
+      family: ip.family,
+      prefixlen: spec.prefixLength,
+      flags: flags & 0xff,
+      scope: R.RT_SCOPE_UNIVERSE,
+      index,
+    },
     attrs: flags === 0 ? attrs : { ...attrs, flags },
   });
 }
@@ -245,12 +276,14 @@ function routeBody(spec: RouteSpec, forDelete: boolean): Uint8Array {
   const family = spec.family ?? dst?.family ?? gateway?.family ?? AF_INET;
   for (const ip of [dst, gateway] as (IpAddress | undefined)[]) {
     if (ip !== undefined && ip.family !== family) {
-      throw new PodwireError('ERR_INTERNAL', `route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`);
+      throw new PodwireError(
+        'ERR_INTERNAL',
+        `route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`,
+      );
     }
   }
   // `ip route` picks the scope the same way; a delete matches any scope with RT_SCOPE_NOWHERE.
-  const defaultScope =
-    family === AF_INET6 || gateway !== undefined ? R.RT_SCOPE_UNIVERSE : R.RT_SCOPE_LINK;
+  const defaultScope = family === AF_INET6 || gateway !== undefined ? R.RT_SCOPE_UNIVERSE : R.RT_SCOPE_LINK;
   const attrs: RouteAttributes = { oif: spec.oif };
   if (dst !== undefined && dst.prefixLength > 0) attrs.dst = dst.bytes;
   if (gateway !== undefined) attrs.gateway = gateway.bytes;

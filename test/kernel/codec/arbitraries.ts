@@ -2,7 +2,12 @@
 import fc from 'fast-check';
 import type { AddrAttributes, AddrBody, IfAddrMsg } from '../../../src/kernel/netlink/addr-message.js';
 import type { RtAttr } from '../../../src/kernel/netlink/attributes.js';
-import type { IfInfoMsg, LinkAttributes, LinkBody, LinkInfo } from '../../../src/kernel/netlink/link-message.js';
+import type {
+  IfInfoMsg,
+  LinkAttributes,
+  LinkBody,
+  LinkInfo,
+} from '../../../src/kernel/netlink/link-message.js';
 import type { RouteAttributes, RouteBody, RtMsg } from '../../../src/kernel/netlink/route-message.js';
 
 /** fc.record with ordinary prototypes, so that deepStrictEqual can compare it with decoded objects. */
@@ -16,7 +21,10 @@ export const i32 = fc.integer({ min: -0x80000000, max: 0x7fffffff });
 /** Printable ASCII without NUL, as interface names and labels are. */
 export const cstr = fc.string({ maxLength: 20 });
 export const bytes = (maxLength = 24) => fc.uint8Array({ maxLength });
-export const ip = fc.oneof(fc.uint8Array({ minLength: 4, maxLength: 4 }), fc.uint8Array({ minLength: 16, maxLength: 16 }));
+export const ip = fc.oneof(
+  fc.uint8Array({ minLength: 4, maxLength: 4 }),
+  fc.uint8Array({ minLength: 16, maxLength: 16 }),
+);
 
 /** A flat attribute with any type (flag bits included) and value. */
 export const rtAttr: fc.Arbitrary<RtAttr> = record({ type: u16, value: bytes(40) });
@@ -34,7 +42,13 @@ const { node: attrNode } = fc.letrec<{ node: AttrTree }>((tie) => ({
 
 export const attrTree: fc.Arbitrary<AttrTree[]> = fc.array(attrNode, { maxLength: 5 });
 
-export const ifInfoMsg: fc.Arbitrary<IfInfoMsg> = record({ family: u8, type: u16, index: i32, flags: u32, change: u32 });
+export const ifInfoMsg: fc.Arbitrary<IfInfoMsg> = record({
+  family: u8,
+  type: u16,
+  index: i32,
+  flags: u32,
+  change: u32,
+});
 
 const linkScalars = {
   address: bytes(8),
@@ -85,7 +99,13 @@ export const linkBody: fc.Arbitrary<LinkBody> = record({
   attrs: record({ ...linkScalars, linkinfo: linkInfo }, { requiredKeys: [] }),
 });
 
-export const ifAddrMsg: fc.Arbitrary<IfAddrMsg> = record({ family: u8, prefixlen: u8, flags: u8, scope: u8, index: u32 });
+export const ifAddrMsg: fc.Arbitrary<IfAddrMsg> = record({
+  family: u8,
+  prefixlen: u8,
+  flags: u8,
+  scope: u8,
+  index: u32,
+});
 
 export const addrBody: fc.Arbitrary<AddrBody> = record({
   ifa: ifAddrMsg,

@@ -5,7 +5,7 @@ import * as A from '../../../src/kernel/netlink/attributes.js';
 import { dataView, HOST_LITTLE_ENDIAN } from '../../../src/kernel/netlink/codec.js';
 import { NetlinkProtocolError } from '../../../src/kernel/netlink/errors.js';
 import { NLA_F_NESTED, NLA_TYPE_MASK } from '../../../src/kernel/netlink/uapi/netlink.js';
-import { type AttrTree, attrTree, bytes, cstr, i32, rtAttr, u8, u16, u32, record } from './arbitraries.js';
+import { type AttrTree, attrTree, bytes, cstr, i32, record, rtAttr, u8, u16, u32 } from './arbitraries.js';
 
 function encodeTree(nodes: AttrTree[]): A.RtAttr[] {
   return nodes.map((n) =>
@@ -87,7 +87,10 @@ describe('rtattr', () => {
   });
 
   test('an attribute longer than 65535 bytes is refused', () => {
-    assert.throws(() => A.encodeAttributes([{ type: 1, value: new Uint8Array(0x10000) }]), NetlinkProtocolError);
+    assert.throws(
+      () => A.encodeAttributes([{ type: 1, value: new Uint8Array(0x10000) }]),
+      NetlinkProtocolError,
+    );
   });
 
   test('attrType strips NLA_F_NESTED and NLA_F_NET_BYTEORDER; findAttr ignores them', () => {
@@ -139,7 +142,10 @@ describe('attribute schemas', () => {
   const schema: A.AttrSchema<Sample> = {
     name: { type: 3, codec: A.cstring },
     mtu: { type: 4, codec: A.u32 },
-    nest: { type: 18, codec: A.nestedSchema({ a: { type: 1, codec: A.u32 }, b: { type: 2, codec: A.cstring } }) },
+    nest: {
+      type: 18,
+      codec: A.nestedSchema({ a: { type: 1, codec: A.u32 }, b: { type: 2, codec: A.cstring } }),
+    },
   };
   const sample = record(
     { name: cstr, mtu: u32, nest: record({ a: u32, b: cstr }, { requiredKeys: [] }) },

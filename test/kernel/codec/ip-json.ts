@@ -48,7 +48,12 @@ export interface LinkView {
 }
 
 export function linkView(link: Link, all: readonly Link[]): LinkView {
-  const v: LinkView = { ifindex: link.index, ifname: link.name, flags: ipLinkFlags(link.flags), mtu: link.mtu };
+  const v: LinkView = {
+    ifindex: link.index,
+    ifname: link.name,
+    flags: ipLinkFlags(link.flags),
+    mtu: link.mtu,
+  };
   const master = all.find((l) => l.index === link.masterIndex);
   if (master !== undefined) v.master = master.name;
   if (link.operstate !== undefined) v.operstate = link.operstate;

@@ -9,7 +9,10 @@ import { formatMac, parseMac } from '../../../src/kernel/netlink/mac-text.js';
 const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 });
 // Mostly zeros, so that runs of zero groups (the interesting case for compression) are common.
 const v6 = fc
-  .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 })
+  .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), {
+    minLength: 8,
+    maxLength: 8,
+  })
   .map((words) => Uint8Array.from(words.flatMap((w) => [w >> 8, w & 0xff])));
 
 describe('IP address text', () => {
@@ -31,7 +34,11 @@ describe('IP address text', () => {
         if (text.includes('.')) return;
         assert.equal(new URL(`http://[${text}]/`).hostname, `[${text}]`);
         // And the serializer's own text for the same bytes is ours.
-        const other = new URL(`http://[${Array.from({ length: 8 }, (_, i) => ((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0)).map((w) => w.toString(16)).join(':')}]/`);
+        const other = new URL(
+          `http://[${Array.from({ length: 8 }, (_, i) => ((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0))
+            .map((w) => w.toString(16))
+            .join(':')}]/`,
+        );
         assert.equal(other.hostname, `[${text}]`);
       }),
       { numRuns: 200 },
@@ -55,13 +62,30 @@ describe('IP address text', () => {
   });
 
   test('invalid text is refused', () => {
-    for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1::2::3', '1:2:3:4:5:6:7:8:9', ':::', 'fe80::1%eth0', '1.2.3.4::', 'g::1', '1:2:3:4:5:6:7:8::']) {
+    for (const bad of [
+      '',
+      '1.2.3',
+      '1.2.3.4.5',
+      '256.1.1.1',
+      '01.2.3.4',
+      '1::2::3',
+      '1:2:3:4:5:6:7:8:9',
+      ':::',
+      'fe80::1%eth0',
+      '1.2.3.4::',
+      'g::1',
+      '1:2:3:4:5:6:7:8::',
+    ]) {
       assert.throws(() => parseIp(bad), PodwireError, bad);
     }
   });
 
   test('CIDR', () => {
-    assert.deepStrictEqual(parseCidr('10.1.0.5/24'), { family: AF_INET, bytes: Uint8Array.of(10, 1, 0, 5), prefixLength: 24 });
+    assert.deepStrictEqual(parseCidr('10.1.0.5/24'), {
+      family: AF_INET,
+      bytes: Uint8Array.of(10, 1, 0, 5),
+      prefixLength: 24,
+    });
     assert.equal(parseCidr('fd00::/64').prefixLength, 64);
     assert.equal(formatCidr(Uint8Array.of(10, 1, 0, 0), 16), '10.1.0.0/16');
     for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/a']) {

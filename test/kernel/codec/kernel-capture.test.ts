@@ -7,7 +7,12 @@ import { describe, test } from 'node:test';
 import { AF_INET, AF_INET6 } from '../../../src/kernel/libc.js';
 import * as AddrMsg from '../../../src/kernel/netlink/addr-message.js';
 import { decodeAttributes, encodeAttributes } from '../../../src/kernel/netlink/attributes.js';
-import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from '../../../src/kernel/netlink/codec.js';
+import {
+  concatBytes,
+  decodeMessages,
+  encodeMessage,
+  type NetlinkMessage,
+} from '../../../src/kernel/netlink/codec.js';
 import * as LinkMsg from '../../../src/kernel/netlink/link-message.js';
 import { decodeDone, decodeNlMsgErr, encodeNlMsgErr } from '../../../src/kernel/netlink/nlmsgerr.js';
 import * as RouteMsg from '../../../src/kernel/netlink/route-message.js';
@@ -35,7 +40,9 @@ function dumpOf(hexDatagrams: string[], type: number): NetlinkMessage[] {
   return body;
 }
 
-const links = dumpOf(datagrams.links, R.RTM_NEWLINK).map((m) => LinkMsg.linkFromBody(LinkMsg.decodeLinkBody(m.payload)));
+const links = dumpOf(datagrams.links, R.RTM_NEWLINK).map((m) =>
+  LinkMsg.linkFromBody(LinkMsg.decodeLinkBody(m.payload)),
+);
 
 describe('a kernel dump decodes to what ip -j shows', () => {
   test('links', () => {
@@ -51,7 +58,9 @@ describe('a kernel dump decodes to what ip -j shows', () => {
   });
 
   test('addresses', () => {
-    const addrs = dumpOf(datagrams.addrs, R.RTM_NEWADDR).map((m) => AddrMsg.addrFromBody(AddrMsg.decodeAddrBody(m.payload)));
+    const addrs = dumpOf(datagrams.addrs, R.RTM_NEWADDR).map((m) =>
+      AddrMsg.addrFromBody(AddrMsg.decodeAddrBody(m.payload)),
+    );
     assert.deepStrictEqual(addrs.map(addrKey).sort(), ipAddrKeys(ipJson.addr));
     const v6 = addrs.find((a) => a.address === 'fd00::1');
     assert.ok(v6 && v6.flags & 0x02, 'IFA_F_NODAD read from IFA_FLAGS');
@@ -90,7 +99,10 @@ function reencode(m: NetlinkMessage): Uint8Array {
         fixed(AddrMsg.IFADDRMSG_LEN, (b) => AddrMsg.encodeIfAddrMsg(AddrMsg.decodeIfAddrMsg(b))),
       );
     case R.RTM_NEWROUTE:
-      return encodeMessage(m.header, fixed(RouteMsg.RTMSG_LEN, (b) => RouteMsg.encodeRtMsg(RouteMsg.decodeRtMsg(b))));
+      return encodeMessage(
+        m.header,
+        fixed(RouteMsg.RTMSG_LEN, (b) => RouteMsg.encodeRtMsg(RouteMsg.decodeRtMsg(b))),
+      );
     case N.NLMSG_ERROR: {
       const { flags, payload } = encodeNlMsgErr(decodeNlMsgErr(m));
       assert.equal(flags, m.header.flags);

@@ -3,13 +3,30 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import * as Addr from '../../../src/kernel/netlink/addr-message.js';
 import { decodeAttributes, encodeAttributes } from '../../../src/kernel/netlink/attributes.js';
-import { concatBytes, decodeMessages, encodeMessage, encodeMessages } from '../../../src/kernel/netlink/codec.js';
+import {
+  concatBytes,
+  decodeMessages,
+  encodeMessage,
+  encodeMessages,
+} from '../../../src/kernel/netlink/codec.js';
 import { NetlinkProtocolError } from '../../../src/kernel/netlink/errors.js';
 import * as Link from '../../../src/kernel/netlink/link-message.js';
 import * as Route from '../../../src/kernel/netlink/route-message.js';
 import { NLA_F_NESTED } from '../../../src/kernel/netlink/uapi/netlink.js';
 import * as R from '../../../src/kernel/netlink/uapi/rtnetlink.js';
-import { addrBody, bytes, ifAddrMsg, ifInfoMsg, linkBody, routeBody, rtAttr, rtMsg, u16, u32, record } from './arbitraries.js';
+import {
+  addrBody,
+  bytes,
+  ifAddrMsg,
+  ifInfoMsg,
+  linkBody,
+  record,
+  routeBody,
+  rtAttr,
+  rtMsg,
+  u16,
+  u32,
+} from './arbitraries.js';
 
 const header = record({ type: u16, flags: u16, seq: u32, pid: u32 });
 
@@ -69,7 +86,10 @@ describe('fixed headers with raw attributes: decode -> encode gives identical by
     test(f.name, () => {
       fc.assert(
         fc.property(f.fixed, fc.array(rtAttr, { maxLength: 6 }), u32, (fixed, attrs, seq) => {
-          const wire = encodeMessage({ type: 16, flags: 2, seq, pid: 0 }, concatBytes([fixed, encodeAttributes(attrs)]));
+          const wire = encodeMessage(
+            { type: 16, flags: 2, seq, pid: 0 },
+            concatBytes([fixed, encodeAttributes(attrs)]),
+          );
           const [m] = decodeMessages(wire);
           assert.ok(m);
           const again = concatBytes([
@@ -149,7 +169,11 @@ describe('the veth request layout', () => {
     );
     const data = decodeAttributes((linkinfo[1] as { value: Uint8Array }).value);
     assert.equal(data.length, 1);
-    assert.equal(data[0]?.type, 1, 'VETH_INFO_PEER without NLA_F_NESTED: its payload starts with an ifinfomsg');
+    assert.equal(
+      data[0]?.type,
+      1,
+      'VETH_INFO_PEER without NLA_F_NESTED: its payload starts with an ifinfomsg',
+    );
     const peerValue = (data[0] as { value: Uint8Array }).value;
     assert.deepStrictEqual(peerValue.subarray(0, 16), new Uint8Array(16));
     assert.deepStrictEqual(

@@ -2,9 +2,20 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { encodeAttributes } from '../../../src/kernel/netlink/attributes.js';
-import { concatBytes, dataView, decodeMessages, encodeMessage, HOST_LITTLE_ENDIAN } from '../../../src/kernel/netlink/codec.js';
+import {
+  concatBytes,
+  dataView,
+  decodeMessages,
+  encodeMessage,
+  HOST_LITTLE_ENDIAN,
+} from '../../../src/kernel/netlink/codec.js';
 import { NetlinkProtocolError } from '../../../src/kernel/netlink/errors.js';
-import { decodeDone, decodeNlMsgErr, encodeNlMsgErr, type NlMsgErr } from '../../../src/kernel/netlink/nlmsgerr.js';
+import {
+  decodeDone,
+  decodeNlMsgErr,
+  encodeNlMsgErr,
+  type NlMsgErr,
+} from '../../../src/kernel/netlink/nlmsgerr.js';
 import * as N from '../../../src/kernel/netlink/uapi/netlink.js';
 import { bytes, cstr, i32, record, u16, u32 } from './arbitraries.js';
 
@@ -93,7 +104,11 @@ describe('NLMSG_ERROR', () => {
   test('an error too short for struct nlmsgerr, or echoing a request that does not fit, is refused', () => {
     const short = { header: { type: N.NLMSG_ERROR, flags: 0, seq: 0, pid: 0 }, payload: new Uint8Array(12) };
     assert.throws(() => decodeNlMsgErr(short), NetlinkProtocolError);
-    const e = encodeNlMsgErr({ error: -1, request: { len: 16, type: 1, flags: 0, seq: 0, pid: 0 }, extack: {} });
+    const e = encodeNlMsgErr({
+      error: -1,
+      request: { len: 16, type: 1, flags: 0, seq: 0, pid: 0 },
+      extack: {},
+    });
     const lying = new Uint8Array(e.payload);
     dataView(lying).setUint32(4, 400, HOST_LITTLE_ENDIAN);
     const m = { header: { type: N.NLMSG_ERROR, flags: 0, seq: 0, pid: 0 }, payload: lying };
@@ -103,13 +118,19 @@ describe('NLMSG_ERROR', () => {
 
 describe('NLMSG_DONE', () => {
   test('carries 0, or the error that ended the dump with its extended ack', () => {
-    const ok = { header: { type: N.NLMSG_DONE, flags: N.NLM_F_MULTI, seq: 1, pid: 1 }, payload: new Uint8Array(4) };
+    const ok = {
+      header: { type: N.NLMSG_DONE, flags: N.NLM_F_MULTI, seq: 1, pid: 1 },
+      payload: new Uint8Array(4),
+    };
     assert.deepStrictEqual(decodeDone(ok), { error: 0, extack: {} });
     const body = concatBytes([
       Uint8Array.of(0xea, 0xff, 0xff, 0xff),
       encodeAttributes([{ type: N.NLMSGERR_ATTR_MSG, value: Buffer.from('bad filter\0') }]),
     ]);
-    const failed = { header: { type: N.NLMSG_DONE, flags: N.NLM_F_MULTI | N.NLM_F_ACK_TLVS, seq: 1, pid: 1 }, payload: body };
+    const failed = {
+      header: { type: N.NLMSG_DONE, flags: N.NLM_F_MULTI | N.NLM_F_ACK_TLVS, seq: 1, pid: 1 },
+      payload: body,
+    };
     assert.deepStrictEqual(decodeDone(failed), { error: -22, extack: { msg: 'bad filter' } });
     const empty = { header: { type: N.NLMSG_DONE, flags: 0, seq: 1, pid: 1 }, payload: new Uint8Array(0) };
     assert.deepStrictEqual(decodeDone(empty), { error: 0, extack: {} });

@@ -53,7 +53,8 @@ export class TestNetns {
     const target = openSync(this.path, 'r');
     try {
       setns(target, CLONE_NEWNET);
-      if (statSync(THREAD_NETNS).ino !== statSync(this.path).ino) throw new Error(`setns into ${this.name} did not take`);
+      if (statSync(THREAD_NETNS).ino !== statSync(this.path).ino)
+        throw new Error(`setns into ${this.name} did not take`);
       const result = fn();
       if (result instanceof Promise) throw new Error('TestNetns.enter: fn must be synchronous');
       return result;
