@@ -39,7 +39,12 @@ export class Agent {
   readonly #closers: Array<() => unknown>;
   #stopped = false;
 
-  private constructor(ctx: AgentContext, scheduler: Scheduler, server: CniServer, closers: Array<() => unknown>) {
+  private constructor(
+    ctx: AgentContext,
+    scheduler: Scheduler,
+    server: CniServer,
+    closers: Array<() => unknown>,
+  ) {
     this.ctx = ctx;
     this.scheduler = scheduler;
     this.#server = server;
@@ -76,7 +81,11 @@ export class Agent {
       const dispatcher = new CniDispatcher(ctx, scheduler);
       const server = new CniServer(config.socket, (req) => dispatcher.handle(req.env, req.stdin), log);
       await server.listen();
-      log.info('agent started', { socket: config.socket, datapath: datapath.kind, podCIDRs: config.podCIDRs });
+      log.info('agent started', {
+        socket: config.socket,
+        datapath: datapath.kind,
+        podCIDRs: config.podCIDRs,
+      });
       return new Agent(ctx, scheduler, server, closers);
     } catch (err) {
       await runClosers(closers, log);

@@ -12,12 +12,17 @@ import { ifaceSysctl, writeSysctl } from '../kernel/sysctl.js';
 import type { AgentContext } from './context.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
-import { configurePodInterface } from './pod-interface.js';
+import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { Rollback } from './rollback.js';
 
 const EEXIST = 17;
 
-export async function cmdAdd(ctx: AgentContext, att: Attachment, netnsPath: string, log: Logger): Promise<CniResult> {
+export async function cmdAdd(
+  ctx: AgentContext,
+  att: Attachment,
+  netnsPath: string,
+  log: Logger,
+): Promise<CniResult> {
   const { nl, ipam, datapath, home } = ctx;
   const rollback = new Rollback();
   const podNs = openPodNetns(netnsPath, home);
@@ -25,7 +30,10 @@ export async function cmdAdd(ctx: AgentContext, att: Attachment, netnsPath: stri
   try {
     using podNl = inNetns(podNs, home, () => Rtnetlink.open());
     if (podNl.linkByName(att.ifname)) {
-      throw new PodwireError('ERR_INTERFACE_EXISTS', `CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`);
+      throw new PodwireError(
+        'ERR_INTERFACE_EXISTS',
+        `CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`,
+      );
     }
 
     const allocations = await ipam.allocate(att);
@@ -46,6 +54,7 @@ export async function cmdAdd(ctx: AgentContext, att: Attachment, netnsPath: stri
       podIps: allocations.map((a) => a.ip),
     });
     rollback.push('datapath', () => datapath.detachPort(hostName));
+    await waitCanTransmit(podNl, att.ifname, pod.index);
 
     // Only now will the datapath carry the announcement (I5). The announcer owns podNs from here on.
     handedOver = true;
@@ -59,7 +68,15 @@ export async function cmdAdd(ctx: AgentContext, att: Attachment, netnsPath: stri
 
     rollback.commit();
     log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip) });
-    return buildResult(hostName, hostLink.mac ?? '', att.ifname, pod.mac, netnsPath, allocations, ctx.config.mtu);
+    return buildResult(
+      hostName,
+      hostLink.mac ?? '',
+      att.ifname,
+      pod.mac,
+      netnsPath,
+      allocations,
+      ctx.config.mtu,
+    );
   } catch (err) {
     await rollback.run(log);
     throw err;

@@ -18,7 +18,12 @@ function defaultDst(family: number): string {
   return family === 4 ? '0.0.0.0/0' : '::/0';
 }
 
-export async function cmdCheck(ctx: AgentContext, att: Attachment, netnsPath: string, prev: CniResult): Promise<void> {
+export async function cmdCheck(
+  ctx: AgentContext,
+  att: Attachment,
+  netnsPath: string,
+  prev: CniResult,
+): Promise<void> {
   const hostName = hostVethName(att.containerId, att.ifname);
   const podIface = prev.interfaces.findIndex((i) => i.name === att.ifname && i.sandbox !== undefined);
   if (podIface < 0) throw drift(`prevResult: no interface ${att.ifname} with a sandbox`);
@@ -35,12 +40,15 @@ export async function cmdCheck(ctx: AgentContext, att: Attachment, netnsPath: st
   using podNl = inNetns(podNs, ctx.home, () => Rtnetlink.open());
   const link = podNl.linkByName(att.ifname);
   if (!link) throw drift(`interface ${att.ifname} does not exist in ${netnsPath}`);
-  if (link.kind !== 'veth') throw drift(`interface ${att.ifname} is a ${link.kind ?? 'non-veth'} link, not veth`);
+  if (link.kind !== 'veth')
+    throw drift(`interface ${att.ifname} is a ${link.kind ?? 'non-veth'} link, not veth`);
   if (expected?.mac && link.mac?.toLowerCase() !== expected.mac.toLowerCase()) {
     throw drift(`interface ${att.ifname} has MAC ${link.mac}, prevResult says ${expected.mac}`);
   }
   if (!link.up) throw drift(`interface ${att.ifname} is down`);
-  const present = new Set(podNl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
+  const present = new Set(
+    podNl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`),
+  );
   for (const ip of prevIps) {
     if (!present.has(ip.address)) throw drift(`address ${ip.address} is missing on ${att.ifname}`);
   }

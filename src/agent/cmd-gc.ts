@@ -3,8 +3,8 @@
  * and its addresses. Also removes podwire host veths that no allocation explains.
  */
 import type { Attachment } from '../cni/types.js';
-import type { AgentContext } from './context.js';
 import { cmdDel } from './cmd-del.js';
+import type { AgentContext } from './context.js';
 import { attachmentKey, HOST_VETH_PREFIX, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
 

@@ -8,11 +8,17 @@ import type { AgentContext } from './context.js';
 export function cmdStatus(ctx: AgentContext): void {
   const dp = ctx.datapath.status();
   if (!dp.ready) {
-    throw new PodwireError('ERR_LIMITED_CONNECTIVITY', `datapath ${ctx.datapath.kind} not ready: ${dp.reason}`);
+    throw new PodwireError(
+      'ERR_LIMITED_CONNECTIVITY',
+      `datapath ${ctx.datapath.kind} not ready: ${dp.reason}`,
+    );
   }
   for (const r of ctx.ipam.usage()) {
     if (BigInt(r.used) >= r.size) {
-      throw new PodwireError('ERR_NOT_AVAILABLE', `IPAM range ${r.rangeId} is exhausted (${r.used} of ${r.size} in use)`);
+      throw new PodwireError(
+        'ERR_NOT_AVAILABLE',
+        `IPAM range ${r.rangeId} is exhausted (${r.used} of ${r.size} in use)`,
+      );
     }
   }
 }

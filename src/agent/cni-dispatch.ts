@@ -54,7 +54,8 @@ export class CniDispatcher {
     try {
       const cniEnv = parseEnv(env);
       command = cniEnv.command;
-      if (cniEnv.command === 'VERSION') return ok(JSON.stringify(formatVersionResult(parseVersionRequest(stdin))));
+      if (cniEnv.command === 'VERSION')
+        return ok(JSON.stringify(formatVersionResult(parseVersionRequest(stdin))));
       const conf = parseNetConf(stdin, cniEnv.command);
       version = conf.cniVersion;
       const stdout = await this.#run(cniEnv, conf, log);
@@ -96,7 +97,9 @@ export class CniDispatcher {
         const prev = conf.prevResult;
         if (!prev) throw new PodwireError('ERR_INVALID_CONFIG', 'prevResult: required for CHECK');
         const netns = env.netns;
-        await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () => cmdCheck(ctx, att, netns, prev));
+        await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
+          cmdCheck(ctx, att, netns, prev),
+        );
         return '';
       }
       case 'GC': {

@@ -28,10 +28,17 @@ export function decodeRequest(frame: Buffer): RelayRequest {
   const n = frame.readUInt32BE(0);
   if (n > frame.length - 4) throw new PodwireError('ERR_DECODE', 'relay request environment block truncated');
   const env: Record<string, string> = {};
-  for (const entry of frame.subarray(4, 4 + n).toString('utf8').split('\0')) {
+  for (const entry of frame
+    .subarray(4, 4 + n)
+    .toString('utf8')
+    .split('\0')) {
     if (entry === '') continue;
     const eq = entry.indexOf('=');
-    if (eq <= 0) throw new PodwireError('ERR_DECODE', `relay request: malformed environment entry ${JSON.stringify(entry)}`);
+    if (eq <= 0)
+      throw new PodwireError(
+        'ERR_DECODE',
+        `relay request: malformed environment entry ${JSON.stringify(entry)}`,
+      );
     env[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   return { env, stdin: frame.subarray(4 + n) };
@@ -97,7 +104,11 @@ export class CniServer {
       if (size > MAX_REQUEST) {
         this.#reply(sock, {
           exitCode: 1,
-          stdout: JSON.stringify({ cniVersion: LATEST_VERSION, code: 6, msg: `request larger than ${MAX_REQUEST} bytes` }),
+          stdout: JSON.stringify({
+            cniVersion: LATEST_VERSION,
+            code: 6,
+            msg: `request larger than ${MAX_REQUEST} bytes`,
+          }),
         });
         return;
       }
@@ -109,7 +120,10 @@ export class CniServer {
       try {
         answer = handle(decodeRequest(Buffer.concat(chunks)));
       } catch (err) {
-        answer = Promise.resolve({ exitCode: 1, stdout: JSON.stringify(toCniErrorObject(err, LATEST_VERSION)) });
+        answer = Promise.resolve({
+          exitCode: 1,
+          stdout: JSON.stringify(toCniErrorObject(err, LATEST_VERSION)),
+        });
       }
       answer.then(
         (a) => this.#reply(sock, a),

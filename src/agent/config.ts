@@ -46,7 +46,8 @@ export function parseAgentConfig(text: string): AgentConfig {
   } catch (err) {
     throw new PodwireError('ERR_DECODE', 'agent config: not valid YAML', { cause: err });
   }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad('(top level)', 'must be a mapping');
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw bad('(top level)', 'must be a mapping');
   const obj = raw as Record<string, unknown>;
   for (const key of Object.keys(obj)) if (!KEYS.has(key)) throw bad(key, 'unknown key');
 
@@ -69,11 +70,13 @@ export function parseAgentConfig(text: string): AgentConfig {
     cfg.podCIDRs.push(c);
   }
   if (obj.datapath !== undefined) {
-    if (obj.datapath !== 'linux-bridge') throw bad('datapath', `${JSON.stringify(obj.datapath)} is not supported (linux-bridge)`);
+    if (obj.datapath !== 'linux-bridge')
+      throw bad('datapath', `${JSON.stringify(obj.datapath)} is not supported (linux-bridge)`);
     cfg.datapath = obj.datapath;
   }
   if (obj.bridge !== undefined) {
-    if (typeof obj.bridge !== 'string' || !IFNAME.test(obj.bridge)) throw bad('bridge', 'must be an interface name of 1-15 characters');
+    if (typeof obj.bridge !== 'string' || !IFNAME.test(obj.bridge))
+      throw bad('bridge', 'must be an interface name of 1-15 characters');
     cfg.bridge = obj.bridge;
   }
   if (obj.mtu !== undefined) {
@@ -90,7 +93,11 @@ export function parseAgentConfig(text: string): AgentConfig {
     cfg[key] = v;
   }
   if (obj.maxParallel !== undefined) {
-    if (!Number.isInteger(obj.maxParallel) || (obj.maxParallel as number) < 1 || (obj.maxParallel as number) > 1024) {
+    if (
+      !Number.isInteger(obj.maxParallel) ||
+      (obj.maxParallel as number) < 1 ||
+      (obj.maxParallel as number) > 1024
+    ) {
       throw bad('maxParallel', 'must be an integer from 1 to 1024');
     }
     cfg.maxParallel = obj.maxParallel as number;

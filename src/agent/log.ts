@@ -10,7 +10,10 @@ export interface Logger {
   child(fields: Fields): Logger;
 }
 
-export function jsonLogger(write: (line: string) => void = (l) => process.stderr.write(l), base: Fields = {}): Logger {
+export function jsonLogger(
+  write: (line: string) => void = (l) => process.stderr.write(l),
+  base: Fields = {},
+): Logger {
   const emit = (level: string, msg: string, fields?: Fields): void => {
     write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields })}\n`);
   };

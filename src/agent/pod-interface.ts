@@ -2,10 +2,11 @@
  * The pod side of an attachment, configured through a netlink socket that was created inside the pod
  * namespace (so no namespace switch happens here).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../cni/errors.js';
+import type { Allocation } from '../ipam/allocator.js';
 import { AF_INET, AF_INET6 } from '../kernel/libc.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import type { Allocation } from '../ipam/allocator.js';
 
 export interface PodInterface {
   index: number;
@@ -16,9 +17,14 @@ export interface PodInterface {
  * Equivalent to: `ip addr add IP/LEN dev IFNAME [nodad]; ip link set IFNAME up;
  * ip route add default via GW dev IFNAME` for each family.
  */
-export function configurePodInterface(podNl: Rtnetlink, ifname: string, allocations: Allocation[]): PodInterface {
+export function configurePodInterface(
+  podNl: Rtnetlink,
+  ifname: string,
+  allocations: Allocation[],
+): PodInterface {
   const link = podNl.linkByName(ifname);
-  if (!link?.mac) throw new PodwireError('ERR_INTERNAL', `pod interface ${ifname} missing right after creation`);
+  if (!link?.mac)
+    throw new PodwireError('ERR_INTERNAL', `pod interface ${ifname} missing right after creation`);
   for (const a of allocations) {
     podNl.addAddress(link.index, { address: a.ip, prefixLength: a.prefixLength }, { nodad: a.family === 6 });
   }
@@ -27,4 +33,28 @@ export function configurePodInterface(podNl: Rtnetlink, ifname: string, allocati
     podNl.addRoute({ family: a.family === 4 ? AF_INET : AF_INET6, gateway: a.gateway, oif: link.index });
   }
   return { index: link.index, mac: link.mac };
+}
+
+/** A veth pair's carrier comes on within milliseconds of both ends being up. */
+const TRANSMIT_TIMEOUT_MS = 2000;
+
+/**
+ * Waits until the pod interface transmits. When a veth's carrier comes on, the kernel's linkwatch
+ * work sets its operstate and only then activates its transmit queue; until then the queue is the
+ * "noop" qdisc, which drops every frame sent (a gratuitous ARP first of all). Operstate UP is the
+ * first sign visible over rtnetlink that the queue is active.
+ */
+export async function waitCanTransmit(podNl: Rtnetlink, ifname: string, index: number): Promise<void> {
+  const deadline = performance.now() + TRANSMIT_TIMEOUT_MS;
+  for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+    const state = podNl.linkByIndex(index)?.operstate;
+    if (state === 'UP') return;
+    if (performance.now() > deadline) {
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `pod interface ${ifname} not up after ${TRANSMIT_TIMEOUT_MS} ms (operstate ${state})`,
+      );
+    }
+    await sleep(delay);
+  }
 }

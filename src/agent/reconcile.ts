@@ -50,6 +50,10 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
     if (explained.has(name)) continue;
     if (ctx.nl.deleteLinkByName(name)) report.vethsRemoved.push(name);
   }
-  ctx.log.info('reconciled', { kept: report.kept, released: report.released.length, vethsRemoved: report.vethsRemoved });
+  ctx.log.info('reconciled', {
+    kept: report.kept,
+    released: report.released.length,
+    vethsRemoved: report.vethsRemoved,
+  });
   return report;
 }

@@ -11,7 +11,8 @@ export class Scheduler {
   readonly #waiting: Array<() => void> = [];
 
   constructor(limit: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`scheduler limit must be >= 1, got ${limit}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError(`scheduler limit must be >= 1, got ${limit}`);
     this.limit = limit;
   }
 

@@ -12,7 +12,9 @@ const libc = koffi.load('libc.so.6');
 const c = {
   socket: libc.func('int socket(int domain, int type, int protocol)'),
   bind: libc.func('int bind(int fd, const void *addr, uint32_t len)'),
-  sendto: libc.func('intptr_t sendto(int fd, const void *buf, size_t len, int flags, const void *addr, uint32_t alen)'),
+  sendto: libc.func(
+    'intptr_t sendto(int fd, const void *buf, size_t len, int flags, const void *addr, uint32_t alen)',
+  ),
   recv: libc.func('intptr_t recv(int fd, void *buf, size_t len, int flags)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
   close: libc.func('int close(int fd)'),

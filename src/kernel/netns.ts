@@ -6,7 +6,7 @@
  * that return a promise, and verifies the thread's namespace inode on the way in and on the way out.
  * If the way back fails the process exits: it must never go on in the wrong namespace.
  */
-import { closeSync, fstatSync, openSync, constants as fsc, statSync } from 'node:fs';
+import { closeSync, constants as fsc, fstatSync, openSync, statSync } from 'node:fs';
 import koffi from 'koffi';
 import { PodwireError } from '../cni/errors.js';
 import { CLONE_NEWNET, KernelError, setns } from './libc.js';
@@ -51,7 +51,7 @@ export class NetnsHandle implements Disposable {
   static open(path: string): NetnsHandle {
     let fd: number;
     try {
-      fd = openSync(path, fsc.O_RDONLY) // libuv adds O_CLOEXEC;
+      fd = openSync(path, fsc.O_RDONLY); // libuv adds O_CLOEXEC;
     } catch (err) {
       throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: cannot open ${path}`, { cause: err });
     }
@@ -116,6 +116,18 @@ let onReturnFailure = (err: unknown): never => {
   process.exit(70);
 };
 
+/** Moves the thread back to `home` and verifies it; the process exits if either fails. */
+function returnHome(home: NetnsHandle): void {
+  try {
+    setns(home.fd, CLONE_NEWNET);
+  } catch (err) {
+    onReturnFailure(err);
+  }
+  if (!sameNetns(currentNetnsId(), home.id)) {
+    onReturnFailure(new PodwireError('ERR_INTERNAL', 'thread namespace differs from home after setns'));
+  }
+}
+
 /**
  * Runs `fn` with the calling thread inside `target`, then returns it to `home`. `fn` must be
  * synchronous: it should only create sockets or open /proc/sys files, which stay bound to `target`.
@@ -134,15 +146,13 @@ export function inNetns<T>(target: NetnsHandle, home: NetnsHandle, fn: () => Not
     }
     result = fn();
   } finally {
-    try {
-      setns(home.fd, CLONE_NEWNET);
-      if (!sameNetns(currentNetnsId(), home.id)) throw new Error('thread namespace differs from home after setns');
-    } catch (err) {
-      onReturnFailure(err);
-    }
+    returnHome(home);
   }
   if (result !== null && typeof (result as { then?: unknown })?.then === 'function') {
-    throw new PodwireError('ERR_INTERNAL', 'inNetns callback returned a promise: namespace work must be synchronous');
+    throw new PodwireError(
+      'ERR_INTERNAL',
+      'inNetns callback returned a promise: namespace work must be synchronous',
+    );
   }
   return result;
 }

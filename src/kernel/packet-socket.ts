@@ -2,8 +2,9 @@
  * AF_PACKET sockets for sending whole Ethernet frames (gratuitous ARP, unsolicited NA). A socket is
  * bound to the namespace it was created in: create it with `inNetns` for a pod interface.
  */
-import { AF_PACKET, bind, close, SOCK_RAW, sendto, socket } from './libc.js';
+
 import { PodwireError } from '../cni/errors.js';
+import { AF_PACKET, bind, close, SOCK_RAW, sendto, socket } from './libc.js';
 
 /** struct sockaddr_ll (linux/if_packet.h). */
 function sockaddrLl(ifindex: number, protocol: number): Buffer {

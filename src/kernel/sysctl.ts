@@ -12,7 +12,8 @@ const IFNAME = /^[^/\s:]{1,15}$/;
 
 function procPath(key: string): string {
   // Keys use '/' separators so that interface names with dots stay unambiguous.
-  if (key.includes('..') || key.startsWith('/')) throw new PodwireError('ERR_INTERNAL', `bad sysctl key ${key}`);
+  if (key.includes('..') || key.startsWith('/'))
+    throw new PodwireError('ERR_INTERNAL', `bad sysctl key ${key}`);
   return `/proc/sys/${key}`;
 }
 

@@ -7,17 +7,25 @@ import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ipJson, must } from '../testbed/exec.js';
-import { TestNode } from '../testbed/node.js';
+import { resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] });
 before(() => node.setup());
 after(() => node.cleanup());
 
 /** Starts tcpdump on the bridge; resolves once it listens. `stop` returns the lines it printed. */
-async function capture(ns: string, ifname: string, filter: string): Promise<{ stop: () => Promise<string[]> }> {
-  const child = spawn('ip', ['netns', 'exec', ns, 'tcpdump', '-l', '-n', '-e', '-i', ifname, filter], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+async function capture(
+  ns: string,
+  ifname: string,
+  filter: string,
+): Promise<{ stop: () => Promise<string[]> }> {
+  const child = spawn(
+    'ip',
+    ['netns', 'exec', ns, 'tcpdump', '--immediate-mode', '-l', '-n', '-e', '-i', ifname, filter],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stdout.on('data', (d: Buffer) => {
@@ -47,15 +55,22 @@ async function capture(ns: string, ifname: string, filter: string): Promise<{ st
 
 test('three gratuitous ARPs and unsolicited NAs from the pod are seen on the bridge', async () => {
   const pod = await node.addPod('garp');
-  const cap = await capture(node.nodeNs, 'podwire0', 'arp or (icmp6 and ip6[40] == 136)');
+  const cap = await capture(
+    node.nodeNs,
+    process.env.PWT_IF ?? 'podwire0',
+    'arp or (icmp6 and ip6[40] == 136)',
+  );
   const add = await node.cni({ command: 'ADD', containerId: 'garp', netns: pod });
   assert.equal(add.code, 0, add.stdout);
   const lines = await cap.stop();
-  const ips = (add.json?.ips as Array<{ address: string }>).map((i) => i.address.split('/')[0] as string);
-  const mac = (add.json?.interfaces as Array<{ mac: string; sandbox?: string }>).find((i) => i.sandbox)?.mac;
+  const ips = resultIps(add);
+  const interfaces = (add.json?.interfaces ?? []) as Array<{ mac: string; sandbox?: string }>;
+  const mac = interfaces.find((i) => i.sandbox)?.mac;
   const v4 = ips.find((ip) => !ip.includes(':')) as string;
   const v6 = ips.find((ip) => ip.includes(':')) as string;
-  const garps = lines.filter((l) => l.includes(`${mac} > ff:ff:ff:ff:ff:ff`) && l.includes(`Request who-has ${v4} tell ${v4}`));
+  const garps = lines.filter(
+    (l) => l.includes(`${mac} > ff:ff:ff:ff:ff:ff`) && l.includes(`Request who-has ${v4} tell ${v4}`),
+  );
   assert.equal(garps.length, 3, lines.join('\n'));
   const nas = lines.filter(
     (l) => l.includes(`${mac} > 33:33:00:00:00:01`) && l.includes('neighbor advertisement') && l.includes(v6),
@@ -65,9 +80,16 @@ test('three gratuitous ARPs and unsolicited NAs from the pod are seen on the bri
 });
 
 test('the gateway has arp_announce=1 and keeps its MAC when ports come and go', async () => {
-  const announce = await must('ip', ['netns', 'exec', node.nodeNs, 'cat', '/proc/sys/net/ipv4/conf/podwire0/arp_announce']);
+  const announce = await must('ip', [
+    'netns',
+    'exec',
+    node.nodeNs,
+    'cat',
+    '/proc/sys/net/ipv4/conf/podwire0/arp_announce',
+  ]);
   assert.equal(announce.trim(), '1');
-  const macOf = async () => (await ipJson<Array<{ address: string }>>(node.nodeNs, ['link', 'show', 'podwire0']))[0]?.address;
+  const macOf = async () =>
+    (await ipJson<Array<{ address: string }>>(node.nodeNs, ['link', 'show', 'podwire0']))[0]?.address;
   const before = await macOf();
   const pods = [await node.addPod('m1'), await node.addPod('m2')];
   for (const [i, pod] of pods.entries()) {

@@ -26,21 +26,107 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: 'missing CNI_COMMAND', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: undefined } }), code: 4, names: /CNI_COMMAND/ },
-  { name: 'unknown CNI_COMMAND', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: 'ATTACH' } }), code: 4, names: /CNI_COMMAND/ },
-  { name: 'missing CNI_CONTAINERID', call: () => ({ command: 'ADD', netns: pod, ifname: 'eth0' }), code: 4, names: /CNI_CONTAINERID/ },
-  { name: 'malformed container ID', call: () => ({ command: 'ADD', containerId: '../etc', netns: pod }), code: 4, names: /CNI_CONTAINERID/ },
-  { name: 'missing CNI_NETNS', call: () => ({ command: 'ADD', containerId: 'c1' }), code: 4, names: /CNI_NETNS/ },
-  { name: 'relative CNI_NETNS', call: () => ({ command: 'ADD', containerId: 'c1', netns: 'x', env: { CNI_NETNS: 'run/netns/x' } }), code: 4, names: /CNI_NETNS/ },
-  { name: 'CNI_NETNS that does not exist', call: () => ({ command: 'ADD', containerId: 'c1', netns: '/run/netns/pwt-missing' }), code: 4, names: /CNI_NETNS/ },
-  { name: "CNI_NETNS that is the node's own", call: () => ({ command: 'ADD', containerId: 'c1', netns: netnsPath(node.nodeNs) }), code: 4, names: /CNI_NETNS.*own/ },
-  { name: 'CNI_NETNS that is not a namespace', call: () => ({ command: 'ADD', containerId: 'c1', netns: '/etc/hostname' }), code: 4, names: /CNI_NETNS/ },
-  { name: 'ifname too long', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'a234567890123456' }), code: 4, names: /CNI_IFNAME/ },
-  { name: 'ifname with a slash', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'eth/0' }), code: 4, names: /CNI_IFNAME/ },
-  { name: 'invalid JSON', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, stdin: `{"cniVersion": "1.0.0", "socket": "${node.socket}", ` }), code: 6, names: /JSON|decode/i },
-  { name: 'unknown cniVersion', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, cniVersion: '9.9.9' }), code: 1, names: /cniVersion/ },
-  { name: 'missing name', call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, conf: { name: undefined } }), code: 7, names: /name/ },
-  { name: 'CHECK with 0.3.1', call: () => ({ command: 'CHECK', containerId: 'c1', netns: pod, cniVersion: '0.3.1', conf: { prevResult: {} } }), code: 1, names: /cniVersion|CHECK/ },
+  {
+    name: 'missing CNI_COMMAND',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: undefined } }),
+    code: 4,
+    names: /CNI_COMMAND/,
+  },
+  {
+    name: 'unknown CNI_COMMAND',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, env: { CNI_COMMAND: 'ATTACH' } }),
+    code: 4,
+    names: /CNI_COMMAND/,
+  },
+  {
+    name: 'missing CNI_CONTAINERID',
+    call: () => ({ command: 'ADD', netns: pod, ifname: 'eth0' }),
+    code: 4,
+    names: /CNI_CONTAINERID/,
+  },
+  {
+    name: 'malformed container ID',
+    call: () => ({ command: 'ADD', containerId: '../etc', netns: pod }),
+    code: 4,
+    names: /CNI_CONTAINERID/,
+  },
+  {
+    name: 'missing CNI_NETNS',
+    call: () => ({ command: 'ADD', containerId: 'c1' }),
+    code: 4,
+    names: /CNI_NETNS/,
+  },
+  {
+    name: 'relative CNI_NETNS',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: 'x', env: { CNI_NETNS: 'run/netns/x' } }),
+    code: 4,
+    names: /CNI_NETNS/,
+  },
+  {
+    name: 'CNI_NETNS that does not exist',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: '/run/netns/pwt-missing' }),
+    code: 4,
+    names: /CNI_NETNS/,
+  },
+  {
+    name: "CNI_NETNS that is the node's own",
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: netnsPath(node.nodeNs) }),
+    code: 4,
+    names: /CNI_NETNS.*own/,
+  },
+  {
+    name: 'CNI_NETNS that is not a namespace',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: '/etc/hostname' }),
+    code: 4,
+    names: /CNI_NETNS/,
+  },
+  {
+    name: 'ifname too long',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'a234567890123456' }),
+    code: 4,
+    names: /CNI_IFNAME/,
+  },
+  {
+    name: 'ifname with a slash',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, ifname: 'eth/0' }),
+    code: 4,
+    names: /CNI_IFNAME/,
+  },
+  {
+    name: 'invalid JSON',
+    call: () => ({
+      command: 'ADD',
+      containerId: 'c1',
+      netns: pod,
+      stdin: `{"cniVersion": "1.0.0", "socket": "${node.socket}", `,
+    }),
+    code: 6,
+    names: /JSON|decode/i,
+  },
+  {
+    name: 'unknown cniVersion',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, cniVersion: '9.9.9' }),
+    code: 1,
+    names: /cniVersion/,
+  },
+  {
+    name: 'missing name',
+    call: () => ({ command: 'ADD', containerId: 'c1', netns: pod, conf: { name: undefined } }),
+    code: 7,
+    names: /name/,
+  },
+  {
+    name: 'CHECK with 0.3.1',
+    call: () => ({
+      command: 'CHECK',
+      containerId: 'c1',
+      netns: pod,
+      cniVersion: '0.3.1',
+      conf: { prevResult: {} },
+    }),
+    code: 1,
+    names: /cniVersion|CHECK/,
+  },
 ];
 
 describe('bad input gets the right CNI error and leaves nothing behind', () => {

@@ -12,7 +12,10 @@ after(() => node.cleanup());
 
 describe('commands', () => {
   test('VERSION lists every supported version', async () => {
-    const out = await node.cni({ command: 'VERSION', stdin: JSON.stringify({ cniVersion: '1.0.0', socket: node.socket }) });
+    const out = await node.cni({
+      command: 'VERSION',
+      stdin: JSON.stringify({ cniVersion: '1.0.0', socket: node.socket }),
+    });
     assert.equal(out.code, 0, out.stdout);
     assert.deepEqual(out.json, { cniVersion: '1.0.0', supportedVersions: [...SUPPORTED_VERSIONS] });
   });
@@ -20,13 +23,22 @@ describe('commands', () => {
   for (const version of SUPPORTED_VERSIONS) {
     test(`ADD and DEL in cniVersion ${version}`, async () => {
       const pod = await node.addPod('ver');
-      const add = await node.cni({ command: 'ADD', containerId: `v${version}`, netns: pod, cniVersion: version });
+      const add = await node.cni({
+        command: 'ADD',
+        containerId: `v${version}`,
+        netns: pod,
+        cniVersion: version,
+      });
       assert.equal(add.code, 0, add.stdout);
       const json = add.json as { cniVersion: string; ips: Array<{ version?: string; address: string }> };
       assert.equal(json.cniVersion, version);
       const legacy = version.startsWith('0.');
       for (const ip of json.ips) {
-        assert.equal(ip.version, legacy ? (ip.address.includes(':') ? '6' : '4') : undefined, JSON.stringify(ip));
+        assert.equal(
+          ip.version,
+          legacy ? (ip.address.includes(':') ? '6' : '4') : undefined,
+          JSON.stringify(ip),
+        );
       }
       if (version !== '0.3.0' && version !== '0.3.1') {
         const check = await node.cni({
@@ -38,7 +50,12 @@ describe('commands', () => {
         });
         assert.equal(check.code, 0, check.stdout);
       }
-      const del = await node.cni({ command: 'DEL', containerId: `v${version}`, netns: pod, cniVersion: version });
+      const del = await node.cni({
+        command: 'DEL',
+        containerId: `v${version}`,
+        netns: pod,
+        cniVersion: version,
+      });
       assert.equal(del.code, 0, del.stdout);
       await node.ns.delete(pod);
     });
@@ -51,14 +68,24 @@ describe('commands', () => {
     const prev = add.json as { ips: Array<{ address: string }> };
     const v4 = prev.ips.find((ip) => !ip.address.includes(':'))?.address as string;
     await must('ip', ['-n', pod, 'addr', 'del', v4, 'dev', 'eth0']);
-    const check = await node.cni({ command: 'CHECK', containerId: 'drift', netns: pod, conf: { prevResult: prev } });
+    const check = await node.cni({
+      command: 'CHECK',
+      containerId: 'drift',
+      netns: pod,
+      conf: { prevResult: prev },
+    });
     assert.equal(check.code, 1);
     assert.equal((check.json as { code: number }).code, 104);
     assert.match((check.json as { msg: string }).msg, new RegExp(`address ${v4} is missing on eth0`));
 
     await must('ip', ['-n', pod, 'addr', 'add', v4, 'dev', 'eth0']);
     await must('ip', ['-n', pod, 'link', 'set', 'eth0', 'address', '02:00:00:00:00:99']);
-    const mac = await node.cni({ command: 'CHECK', containerId: 'drift', netns: pod, conf: { prevResult: prev } });
+    const mac = await node.cni({
+      command: 'CHECK',
+      containerId: 'drift',
+      netns: pod,
+      conf: { prevResult: prev },
+    });
     assert.equal((mac.json as { code: number }).code, 104);
     assert.match((mac.json as { msg: string }).msg, /MAC 02:00:00:00:00:99/);
     assert.equal((await node.cni({ command: 'DEL', containerId: 'drift', netns: pod })).code, 0);

@@ -8,15 +8,13 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../testbed/exec.js';
 import { addressesByInterface, hostVeths } from '../testbed/inspect.js';
-import { type CniOutcome, TestNode } from '../testbed/node.js';
+import { resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.7.0/24'] });
 before(() => node.setup());
 after(() => node.cleanup());
 
-function ips(out: CniOutcome): string[] {
-  return ((out.json?.ips ?? []) as Array<{ address: string }>).map((ip) => ip.address.split('/')[0] as string);
-}
+const ips = resultIps;
 
 test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep their addresses', async (t) => {
   const survivors: Array<{ ns: string; id: string; ips: string[] }> = [];
@@ -38,7 +36,8 @@ test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep t
   t.diagnostic(`${answered} of ${burst.length} burst ADDs answered before the kill`);
   assert.ok(answered < burst.length, 'the kill came mid-burst');
   for (const o of outcomes) {
-    if (o.code !== 0) assert.equal((o.json as { code?: number })?.code, 11, `a cut call answers "try again": ${o.stdout}`);
+    if (o.code !== 0)
+      assert.equal((o.json as { code?: number })?.code, 11, `a cut call answers "try again": ${o.stdout}`);
   }
 
   await node.startAgent();
@@ -64,7 +63,10 @@ test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep t
 
   for (const s of survivors) {
     const have = await addressesByInterface(s.ns);
-    assert.deepEqual(have.get('eth0')?.map((a) => a.split('/')[0]), s.ips);
+    assert.deepEqual(
+      have.get('eth0')?.map((a) => a.split('/')[0]),
+      s.ips,
+    );
     const ping = await run('ip', ['netns', 'exec', s.ns, 'ping', '-c', '1', '-W', '2', '10.244.7.1']);
     assert.equal(ping.code, 0, `survivor ${s.id} reaches the gateway after the restart`);
   }

@@ -15,7 +15,9 @@ interface IpAddr {
 
 async function podAddresses(ns: string, ifname: string): Promise<string[]> {
   const links = await ipJson<IpAddr[]>(ns, ['addr', 'show', 'dev', ifname]);
-  return (links[0]?.addr_info ?? []).filter((a) => a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`);
+  return (links[0]?.addr_info ?? [])
+    .filter((a) => a.scope === 'global')
+    .map((a) => `${a.local}/${a.prefixlen}`);
 }
 
 async function ping(fromNs: string, to: string): Promise<boolean> {
@@ -53,7 +55,10 @@ for (const stack of STACKS) {
       }
       for (const gw of stack.gateways) assert.ok(await ping(pods[0] as string, gw), `pod -> gateway ${gw}`);
       for (const ip of results[1]?.ips ?? []) {
-        assert.ok(await ping(pods[0] as string, ip.address.split('/')[0] as string), `pod -> pod ${ip.address}`);
+        assert.ok(
+          await ping(pods[0] as string, ip.address.split('/')[0] as string),
+          `pod -> pod ${ip.address}`,
+        );
       }
 
       const check = await node.cni({

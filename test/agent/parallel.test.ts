@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { addressesByInterface, hostVeths } from '../testbed/inspect.js';
-import { TestNode } from '../testbed/node.js';
+import { resultAddresses, TestNode } from '../testbed/node.js';
 
 const ROUNDS = Number(process.env.PODWIRE_ROUNDS ?? 20);
 const PODS = 20;
@@ -23,20 +23,31 @@ after(() => node.cleanup());
 
 async function round(r: number): Promise<void> {
   const ids = pods.map((_, i) => `round${r}-pod${i}`);
-  const adds = await Promise.all(pods.map((ns, i) => node.cni({ command: 'ADD', containerId: ids[i], netns: ns })));
-  const nodeAddrs = new Set([...(await addressesByInterface(node.nodeNs)).values()].flat().map((a) => a.split('/')[0]));
+  const adds = await Promise.all(
+    pods.map((ns, i) => node.cni({ command: 'ADD', containerId: ids[i], netns: ns })),
+  );
+  const nodeAddrs = new Set(
+    [...(await addressesByInterface(node.nodeNs)).values()].flat().map((a) => a.split('/')[0]),
+  );
   for (const [i, add] of adds.entries()) {
     assert.equal(add.code, 0, `round ${r} pod ${i}: ${add.stdout}`);
-    const reported = (add.json?.ips as Array<{ address: string }>).map((ip) => ip.address).sort();
+    const reported = resultAddresses(add).sort();
     const have = await addressesByInterface(pods[i] as string);
-    assert.deepEqual(have.get('eth0')?.sort(), reported, `round ${r} pod ${i} holds exactly its own addresses`);
-    for (const [ifname, addrs] of have) if (ifname !== 'eth0') assert.deepEqual(addrs, [], `${ifname} has no address`);
+    assert.deepEqual(
+      have.get('eth0')?.sort(),
+      reported,
+      `round ${r} pod ${i} holds exactly its own addresses`,
+    );
+    for (const [ifname, addrs] of have)
+      if (ifname !== 'eth0') assert.deepEqual(addrs, [], `${ifname} has no address`);
     for (const a of reported) assert.ok(!nodeAddrs.has(a.split('/')[0]), `pod address ${a} on the node`);
   }
-  const all = adds.flatMap((a) => (a.json?.ips as Array<{ address: string }>).map((ip) => ip.address));
+  const all = adds.flatMap(resultAddresses);
   assert.equal(new Set(all).size, all.length, 'no address handed out twice');
 
-  const dels = await Promise.all(pods.map((ns, i) => node.cni({ command: 'DEL', containerId: ids[i], netns: ns })));
+  const dels = await Promise.all(
+    pods.map((ns, i) => node.cni({ command: 'DEL', containerId: ids[i], netns: ns })),
+  );
   for (const [i, del] of dels.entries()) assert.equal(del.code, 0, `round ${r} DEL ${i}: ${del.stdout}`);
 }
 

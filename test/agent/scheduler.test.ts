@@ -24,7 +24,10 @@ test('calls on one key never overlap and run in arrival order', async () => {
 
 test('a failing call does not block the next one on its key', async () => {
   const s = new Scheduler(2);
-  await assert.rejects(s.run('k', async () => Promise.reject(new Error('boom'))), /boom/);
+  await assert.rejects(
+    s.run('k', async () => Promise.reject(new Error('boom'))),
+    /boom/,
+  );
   assert.equal(await s.run('k', async () => 42), 42);
   assert.equal(s.inFlight, 0);
 });

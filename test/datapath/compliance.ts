@@ -52,7 +52,13 @@ export function datapathCompliance(name: string, make: (env: DatapathEnv) => Dat
     });
 
     /** A pod namespace with a veth whose host end is in the node namespace, configured like ADD does. */
-    async function pod(): Promise<{ ns: string; hostIfname: string; hostIfindex: number; mac: string; ip: string }> {
+    async function pod(): Promise<{
+      ns: string;
+      hostIfname: string;
+      hostIfindex: number;
+      mac: string;
+      ip: string;
+    }> {
       const ns = await spaces.add('dppod');
       const n = nextPod++;
       const ip = `10.250.0.${n}`;
@@ -60,7 +66,13 @@ export function datapathCompliance(name: string, make: (env: DatapathEnv) => Dat
       const hostIfname = `pwtdp${n}`;
       const host = env.nl.addVeth({ name: hostIfname, peerName: 'eth0', mtu: 1500, peerNetnsFd: podNs.fd });
       using podNl = inNetns(podNs, home, () => Rtnetlink.open());
-      const alloc: Allocation = { ip, prefixLength: 24, gateway: '10.250.0.1', family: 4, rangeId: '10.250.0.0/24' };
+      const alloc: Allocation = {
+        ip,
+        prefixLength: 24,
+        gateway: '10.250.0.1',
+        family: 4,
+        rangeId: '10.250.0.0/24',
+      };
       const iface = configurePodInterface(podNl, 'eth0', [alloc]);
       return { ns, hostIfname, hostIfindex: host.index, mac: iface.mac, ip };
     }
@@ -95,7 +107,10 @@ export function datapathCompliance(name: string, make: (env: DatapathEnv) => Dat
 
       await dp.detachPort(p.hostIfname);
       await dp.detachPort(p.hostIfname);
-      await assert.rejects(dp.checkPort(p.hostIfname), (e: unknown) => e instanceof PodwireError && e.code === 'ERR_CHECK_FAILED');
+      await assert.rejects(
+        dp.checkPort(p.hostIfname),
+        (e: unknown) => e instanceof PodwireError && e.code === 'ERR_CHECK_FAILED',
+      );
       assert.deepEqual(await dp.ports(), []);
       await dp.detachPort('pwt-no-such');
       await assert.rejects(dp.checkPort('pwt-no-such'), /does not exist/);

@@ -45,7 +45,13 @@ test('a /proc/sys file opened inside stays bound to the target after returning',
   const fd = inNetns(t, mine(), () => openSync(key, 'r'));
   try {
     const buf = Buffer.alloc(8);
-    assert.equal(buf.subarray(0, readSync(fd, buf, 0, 8, 0)).toString().trim(), '0');
+    assert.equal(
+      buf
+        .subarray(0, readSync(fd, buf, 0, 8, 0))
+        .toString()
+        .trim(),
+      '0',
+    );
   } finally {
     closeSync(fd);
   }
@@ -72,7 +78,8 @@ test('a callback that returns a promise is refused, and the thread is home', () 
 test("the agent's own namespace is refused as a pod namespace", () => {
   assert.throws(
     () => openPodNetns('/proc/self/ns/net', mine()),
-    (err: unknown) => err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && /node's own/.test(err.message),
+    (err: unknown) =>
+      err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && /node's own/.test(err.message),
   );
 });
 
@@ -80,7 +87,8 @@ test('a missing path and a file that is not a network namespace are refused', ()
   for (const path of ['/run/netns/pwt-does-not-exist', '/proc/self/ns/uts', '/etc/hostname']) {
     assert.throws(
       () => NetnsHandle.open(path),
-      (err: unknown) => err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && err.message.includes(path),
+      (err: unknown) =>
+        err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && err.message.includes(path),
       path,
     );
   }

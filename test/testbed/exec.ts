@@ -8,7 +8,11 @@ export interface Run {
 }
 
 /** Runs a command to completion; never rejects on a non-zero exit (the caller asserts on `code`). */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<Run> {
+export function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; input?: string } = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const input = opts.input;
     const child = spawn(cmd, args, {

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { run, type Run } from './exec.js';
+import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
 
 export const ROOT = resolve(import.meta.dirname, '../../..');
@@ -85,9 +85,13 @@ export class TestNode {
   }
 
   async startAgent(): Promise<void> {
-    const child = spawn('ip', ['netns', 'exec', this.nodeNs, process.execPath, MAIN, 'agent', '--config', this.configPath], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', this.nodeNs, process.execPath, MAIN, 'agent', '--config', this.configPath],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     this.agent = child;
     const from = this.logs.length;
     child.stderr?.on('data', (d: Buffer) => {
@@ -133,7 +137,10 @@ export class TestNode {
     for (const range of readdirSync(root)) {
       for (const file of readdirSync(join(root, range))) {
         if (file.startsWith('.')) continue;
-        const rec = JSON.parse(readFileSync(join(root, range, file), 'utf8')) as { containerId: string; ifname: string };
+        const rec = JSON.parse(readFileSync(join(root, range, file), 'utf8')) as {
+          containerId: string;
+          ifname: string;
+        };
         out.push({ ip: file.replaceAll('_', ':'), containerId: rec.containerId, ifname: rec.ifname });
       }
     }
@@ -150,7 +157,12 @@ export class TestNode {
       PATH: process.env.PATH,
       CNI_COMMAND: call.command,
       CNI_CONTAINERID: call.containerId,
-      CNI_NETNS: call.netns === undefined ? undefined : call.netns.startsWith('/') ? call.netns : netnsPath(call.netns),
+      CNI_NETNS:
+        call.netns === undefined
+          ? undefined
+          : call.netns.startsWith('/')
+            ? call.netns
+            : netnsPath(call.netns),
       CNI_IFNAME: call.ifname ?? (call.containerId ? 'eth0' : undefined),
       CNI_PATH: '/opt/cni/bin',
       ...call.env,
@@ -180,4 +192,15 @@ export class TestNode {
     await this.ns.cleanup();
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** The addresses ("ip/len") an ADD result reports. */
+export function resultAddresses(out: CniOutcome): string[] {
+  const ips = (out.json?.ips ?? []) as Array<{ address: string }>;
+  return ips.map((ip) => ip.address);
+}
+
+/** The addresses of an ADD result without their prefix length. */
+export function resultIps(out: CniOutcome): string[] {
+  return resultAddresses(out).map((a) => a.split('/')[0] as string);
 }

@@ -3,8 +3,10 @@
  * addresses. Needs nothing but the kernel.
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import { ifaceSysctl, type SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
 
@@ -17,6 +19,9 @@ export interface BridgeDatapathOptions {
   /** Writes sysctls of the node namespace (the agent's own: `writeSysctl`). */
   sysctl: SysctlWriter;
 }
+
+/** A port of a bridge without STP forwards within milliseconds of coming up. */
+const FORWARDING_TIMEOUT_MS = 2000;
 
 /** A random, locally administered unicast MAC. */
 function randomLocalMac(): string {
@@ -51,7 +56,11 @@ export class BridgeDatapath implements Datapath {
     const present = new Set(nl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
     for (const gw of gateways) {
       if (present.has(`${gw.address}/${gw.prefixLength}`)) continue;
-      nl.addAddress(link.index, { address: gw.address, prefixLength: gw.prefixLength }, { nodad: gw.family === 6 });
+      nl.addAddress(
+        link.index,
+        { address: gw.address, prefixLength: gw.prefixLength },
+        { nodad: gw.family === 6 },
+      );
     }
     // Never answer or ask with an address that is not on the bridge's own subnet (DESIGN.md, failure 2).
     sysctl(ifaceSysctl(4, bridge, 'arp_announce'), '1');
@@ -63,11 +72,28 @@ export class BridgeDatapath implements Datapath {
     nl.setLinkUp(link.index);
   }
 
-  /** Equivalent to: `ip link set HOSTVETH master BRIDGE up`. */
+  /**
+   * Equivalent to: `ip link set HOSTVETH master BRIDGE up`, then waits until the bridge forwards on the
+   * port. The bridge enables a port only once the kernel's linkwatch has marked the veth's operstate
+   * up, which happens asynchronously after `up`; a frame sent before that is dropped. Resolving only
+   * when the port forwards is what lets the pod announce itself right after (I5).
+   */
   async attachPort(port: PodPort): Promise<void> {
     const nl = this.#o.nl;
     nl.setMaster(port.hostIfindex, this.#requireBridge());
     nl.setLinkUp(port.hostIfindex);
+    const deadline = performance.now() + FORWARDING_TIMEOUT_MS;
+    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+      const link = nl.linkByIndex(port.hostIfindex);
+      if (link?.bridgePortState === BR_STATE_FORWARDING) return;
+      if (performance.now() > deadline) {
+        throw new PodwireError(
+          'ERR_DATAPATH',
+          `port ${port.hostIfname} of ${this.#o.bridge} not forwarding after ${FORWARDING_TIMEOUT_MS} ms (state ${link?.bridgePortState})`,
+        );
+      }
+      await sleep(delay);
+    }
   }
 
   /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */
@@ -81,7 +107,10 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByName(hostIfname);
     if (!link) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} does not exist`);
     if (link.masterIndex !== this.#requireBridge()) {
-      throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
+      throw new PodwireError(
+        'ERR_CHECK_FAILED',
+        `host veth ${hostIfname} is not a port of ${this.#o.bridge}`,
+      );
     }
     if (!link.up) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} is down`);
   }
@@ -97,7 +126,8 @@ export class BridgeDatapath implements Datapath {
   status(): DatapathStatus {
     if (this.#bridgeIndex === 0) return { ready: false, reason: 'bridge not set up yet' };
     const link = this.#o.nl.linkByIndex(this.#bridgeIndex);
-    if (!link || link.name !== this.#o.bridge) return { ready: false, reason: `bridge ${this.#o.bridge} is gone` };
+    if (!link || link.name !== this.#o.bridge)
+      return { ready: false, reason: `bridge ${this.#o.bridge} is gone` };
     if (!link.up) return { ready: false, reason: `bridge ${this.#o.bridge} is down` };
     return { ready: true };
   }

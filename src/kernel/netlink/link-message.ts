@@ -204,6 +204,10 @@ export function linkFromBody(body: LinkBody): Link {
   if (attrs.master !== undefined) link.masterIndex = attrs.master;
   if (attrs.operstate !== undefined) link.operstate = L.operstateName(attrs.operstate);
   if (attrs.link !== undefined) link.linkIndex = attrs.link;
+  if (attrs.linkinfo?.slaveKind === 'bridge') {
+    const state = attrs.linkinfo.slaveData?.find((a) => attrType(a) === L.IFLA_BRPORT_STATE);
+    if (state !== undefined && state.value.length >= 1) link.bridgePortState = state.value[0];
+  }
   if (attrs.linkNetnsid !== undefined) link.linkNetnsId = attrs.linkNetnsid;
   return link;
 }

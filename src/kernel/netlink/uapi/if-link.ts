@@ -47,3 +47,13 @@ const OPERSTATE_NAMES = ['UNKNOWN', 'NOTPRESENT', 'DOWN', 'LOWERLAYERDOWN', 'TES
 export function operstateName(state: number): string {
   return OPERSTATE_NAMES[state] ?? `${state}`;
 }
+
+/** IFLA_BRPORT_* (inside IFLA_INFO_SLAVE_DATA of a bridge port). */
+export const IFLA_BRPORT_STATE = 1;
+
+/** BR_STATE_* (linux/if_bridge.h): a port passes frames only in FORWARDING. */
+export const BR_STATE_DISABLED = 0;
+export const BR_STATE_LISTENING = 1;
+export const BR_STATE_LEARNING = 2;
+export const BR_STATE_FORWARDING = 3;
+export const BR_STATE_BLOCKING = 4;

@@ -1,0 +1,71 @@
+/** The agent configuration: defaults, and every bad key or value refused with its name. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { DEFAULT_CONFIG, parseAgentConfig } from '../../src/agent/config.js';
+import { PodwireError } from '../../src/cni/errors.js';
+
+describe('agent config', () => {
+  test('defaults fill what is not given', () => {
+    assert.deepEqual(parseAgentConfig('podCIDRs: ["10.244.1.0/24"]'), {
+      ...DEFAULT_CONFIG,
+      podCIDRs: ['10.244.1.0/24'],
+    });
+  });
+
+  test('a full configuration is read as written', () => {
+    const cfg = parseAgentConfig(
+      [
+        'podCIDRs: ["10.244.1.0/24", "fd00:10:244:1::/64"]',
+        'datapath: linux-bridge',
+        'bridge: br-pods',
+        'mtu: 9000',
+        'socket: /run/x/cni.sock',
+        'stateDir: /var/lib/x',
+        'maxParallel: 8',
+      ].join('\n'),
+    );
+    assert.deepEqual(cfg, {
+      podCIDRs: ['10.244.1.0/24', 'fd00:10:244:1::/64'],
+      datapath: 'linux-bridge',
+      bridge: 'br-pods',
+      mtu: 9000,
+      socket: '/run/x/cni.sock',
+      stateDir: '/var/lib/x',
+      maxParallel: 8,
+    });
+  });
+
+  const BAD: Array<[string, string, RegExp]> = [
+    ['unknown key', 'podCIDRs: ["10.0.0.0/24"]\npodCidr: x', /podCidr: unknown key/],
+    ['no podCIDRs', 'bridge: x', /podCIDRs/],
+    ['three CIDRs', 'podCIDRs: ["10.0.0.0/24", "10.1.0.0/24", "fd00::/64"]', /podCIDRs/],
+    ['two IPv4 CIDRs', 'podCIDRs: ["10.0.0.0/24", "10.1.0.0/24"]', /podCIDRs: more than one IPv4/],
+    ['host bits set', 'podCIDRs: ["10.0.0.1/24"]', /podCIDRs: 10.0.0.1\/24/],
+    ['not a CIDR', 'podCIDRs: ["banana"]', /podCIDRs: banana/],
+    ['a /32', 'podCIDRs: ["10.0.0.0/32"]', /podCIDRs/],
+    ['ovs datapath (not yet)', 'podCIDRs: ["10.0.0.0/24"]\ndatapath: ovs', /datapath/],
+    ['long bridge name', 'podCIDRs: ["10.0.0.0/24"]\nbridge: abcdefghijklmnop', /bridge/],
+    ['mtu too small for IPv6', 'podCIDRs: ["fd00::/64"]\nmtu: 1000', /mtu/],
+    ['mtu not a number', 'podCIDRs: ["10.0.0.0/24"]\nmtu: big', /mtu/],
+    ['relative socket', 'podCIDRs: ["10.0.0.0/24"]\nsocket: run/cni.sock', /socket/],
+    ['relative stateDir', 'podCIDRs: ["10.0.0.0/24"]\nstateDir: state', /stateDir/],
+    ['maxParallel 0', 'podCIDRs: ["10.0.0.0/24"]\nmaxParallel: 0', /maxParallel/],
+    ['not a mapping', '- a\n- b', /top level/],
+  ];
+  for (const [name, text, expected] of BAD) {
+    test(`refused: ${name}`, () => {
+      assert.throws(
+        () => parseAgentConfig(text),
+        (err: unknown) =>
+          err instanceof PodwireError && err.code === 'ERR_INVALID_CONFIG' && expected.test(err.message),
+      );
+    });
+  }
+
+  test('invalid YAML is a decode error', () => {
+    assert.throws(
+      () => parseAgentConfig('podCIDRs: [unclosed'),
+      (e: unknown) => e instanceof PodwireError && e.code === 'ERR_DECODE',
+    );
+  });
+});
