@@ -57,7 +57,7 @@ export class Agent {
     try {
       const home = NetnsHandle.current();
       closers.push(() => home.close());
-      const nl = Rtnetlink.open();
+      const nl = Rtnetlink.open({ async: true });
       closers.push(() => nl.close());
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       closers.push(() => store.close());

@@ -14,6 +14,7 @@ import { attachmentKey, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { Rollback } from './rollback.js';
+import { StepTimer } from './step-timer.js';
 
 const EEXIST = 17;
 
@@ -25,6 +26,7 @@ export async function cmdAdd(
 ): Promise<CniResult> {
   const { nl, ipam, datapath, home } = ctx;
   const rollback = new Rollback();
+  const t = new StepTimer();
   const podNs = openPodNetns(netnsPath, home);
   let handedOver = false;
   try {
@@ -36,15 +38,20 @@ export async function cmdAdd(
       );
     }
 
+    t.mark('netns');
+
     const allocations = await ipam.allocate(att);
     rollback.push('ipam', () => ipam.release(att));
+    t.mark('ipam');
 
     const hostName = hostVethName(att.containerId, att.ifname);
     const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd);
     rollback.push('veth', () => nl.deleteLinkByName(hostName));
     writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
+    t.mark('veth');
 
     const pod = configurePodInterface(podNl, att.ifname, allocations);
+    t.mark('pod');
     await datapath.attachPort({
       hostIfname: hostName,
       hostIfindex: hostLink.index,
@@ -54,7 +61,9 @@ export async function cmdAdd(
       podIps: allocations.map((a) => a.ip),
     });
     rollback.push('datapath', () => datapath.detachPort(hostName));
+    t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);
+    t.mark('carrier');
 
     // Only now will the datapath carry the announcement (I5). The announcer owns podNs from here on.
     handedOver = true;
@@ -66,8 +75,9 @@ export async function cmdAdd(
       ...announced(allocations),
     });
 
+    t.mark('announce');
     rollback.commit();
-    log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip) });
+    log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip), steps: t.steps });
     return buildResult(
       hostName,
       hostLink.mac ?? '',

@@ -7,12 +7,23 @@ import type { Attachment } from '../cni/types.js';
 import type { AgentContext } from './context.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
+import { StepTimer } from './step-timer.js';
 
 export async function cmdDel(ctx: AgentContext, att: Attachment, log: Logger): Promise<void> {
+  const t = new StepTimer();
   const hostName = hostVethName(att.containerId, att.ifname);
   await ctx.announcer.cancel(attachmentKey(att.containerId, att.ifname));
+  t.mark('announcer');
   await ctx.datapath.detachPort(hostName);
-  const removedVeth = ctx.nl.deleteLinkByName(hostName);
+  t.mark('datapath');
+  const removedVeth = await ctx.nl.deleteLinkByNameAsync(hostName);
+  t.mark('veth');
   const released = await ctx.ipam.release(att);
-  log.info('attachment deleted', { hostVeth: hostName, removedVeth, released: released.map((a) => a.ip) });
+  t.mark('ipam');
+  log.info('attachment deleted', {
+    hostVeth: hostName,
+    removedVeth,
+    released: released.map((a) => a.ip),
+    steps: t.steps,
+  });
 }

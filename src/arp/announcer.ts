@@ -27,23 +27,33 @@ export interface AnnounceOptions {
   intervalMs: number;
 }
 
-function sendFrame(a: Announcement, frame: Buffer): void {
-  using sock = inNetns(a.netns, a.home, () => PacketSocket.open(a.ifindex));
-  sock.send(frame);
+/**
+ * Sends one frame on a packet socket of its own and returns the socket's close, which runs on a worker
+ * thread: closing a packet socket waits for an RCU grace period (~10 ms), which must not hold up the
+ * CNI call that sent it.
+ */
+function sendFrame(a: Announcement, frame: Buffer): Promise<void> {
+  const sock = inNetns(a.netns, a.home, () => PacketSocket.open(a.ifindex));
+  try {
+    sock.send(frame);
+  } catch (err) {
+    sock.close();
+    throw err;
+  }
+  return sock.closeAsync();
 }
 
-/** One round: sends each frame once. Returns how many frames were sent. */
-export function announceOnce(a: Announcement): number {
-  let sent = 0;
-  if (a.ipv4) {
-    sendFrame(a, gratuitousArp(a.mac, a.ipv4));
-    sent++;
+/** One round: sends each frame once. `closed` settles when every socket of the round is closed. */
+export function announceOnce(a: Announcement): { sent: number; closed: Promise<unknown> } {
+  const closing: Promise<void>[] = [];
+  try {
+    if (a.ipv4) closing.push(sendFrame(a, gratuitousArp(a.mac, a.ipv4)));
+    if (a.ipv6) closing.push(sendFrame(a, unsolicitedNeighborAdvertisement(a.mac, a.ipv6)));
+  } catch (err) {
+    // Sockets of this round already sent are still closing; the error is what the caller sees.
+    return { sent: closing.length, closed: Promise.allSettled(closing).then(() => Promise.reject(err)) };
   }
-  if (a.ipv6) {
-    sendFrame(a, unsolicitedNeighborAdvertisement(a.mac, a.ipv6));
-    sent++;
-  }
-  return sent;
+  return { sent: closing.length, closed: Promise.all(closing) };
 }
 
 /**
@@ -53,6 +63,8 @@ export function announceOnce(a: Announcement): number {
 export class Announcer {
   /** A task exists in this map if and only if its rounds are still running. */
   readonly #tasks = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  /** Packet sockets still closing on worker threads (each close waits ~10 ms for RCU in the kernel). */
+  readonly #closing = new Set<Promise<unknown>>();
   readonly #options: AnnounceOptions;
   readonly #onError: (key: string, err: unknown) => void;
   #framesSent = 0;
@@ -70,35 +82,34 @@ export class Announcer {
     return this.#tasks.size;
   }
 
-  /** Takes ownership of `a.netns`. Throws (and closes it) if the first round cannot be sent. */
+  /**
+   * Takes ownership of `a.netns`, sends the first round at once and the others in the background.
+   * A failure of the first round is reported through `onError`, like the later ones: the pod is
+   * configured either way, and an announcement is a courtesy to the neighbours.
+   */
   start(key: string, a: Announcement): void {
-    try {
-      this.#framesSent += announceOnce(a);
-    } catch (err) {
-      a.netns.close();
-      throw err;
-    }
-    if (this.#options.rounds <= 1) {
-      a.netns.close();
-      return;
-    }
     const abort = new AbortController();
-    const done = this.#rest(key, a, abort.signal).finally(() => {
+    const done = this.#run(key, a, abort.signal).finally(() => {
       a.netns.close();
       this.#tasks.delete(key);
     });
     this.#tasks.set(key, { abort, done });
   }
 
-  async #rest(key: string, a: Announcement, signal: AbortSignal): Promise<void> {
-    for (let round = 1; round < this.#options.rounds; round++) {
-      try {
-        await sleep(this.#options.intervalMs, undefined, { signal });
-      } catch {
-        return; // aborted: the attachment is being deleted
+  /** Sends the rounds; its first round runs synchronously, before `start` returns. */
+  async #run(key: string, a: Announcement, signal: AbortSignal): Promise<void> {
+    for (let round = 0; round < this.#options.rounds; round++) {
+      if (round > 0) {
+        try {
+          await sleep(this.#options.intervalMs, undefined, { signal });
+        } catch {
+          return; // aborted: the attachment is being deleted
+        }
       }
       try {
-        this.#framesSent += announceOnce(a);
+        const { sent, closed } = announceOnce(a);
+        this.#framesSent += sent;
+        this.#trackClose(key, closed);
       } catch (err) {
         this.#onError(key, err);
         return;
@@ -106,7 +117,19 @@ export class Announcer {
     }
   }
 
-  /** Stops the rounds of `key`, if any, and waits until its namespace handle is closed. */
+  #trackClose(key: string, closed: Promise<unknown>): void {
+    const tracked = closed.then(
+      () => undefined,
+      (err: unknown) => this.#onError(key, err),
+    );
+    this.#closing.add(tracked);
+    void tracked.finally(() => this.#closing.delete(tracked));
+  }
+
+  /**
+   * Stops the rounds of `key`, if any, and waits until its namespace handle is closed. Sockets of rounds
+   * already sent may still be closing; `cancelAll` waits for those.
+   */
   async cancel(key: string): Promise<void> {
     const task = this.#tasks.get(key);
     if (!task) return;
@@ -114,7 +137,9 @@ export class Announcer {
     await task.done;
   }
 
+  /** Stops every task and waits until every handle and socket is closed (agent shutdown). */
   async cancelAll(): Promise<void> {
     await Promise.all([...this.#tasks.keys()].map((k) => this.cancel(k)));
+    await Promise.all([...this.#closing]);
   }
 }

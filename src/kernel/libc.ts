@@ -90,6 +90,30 @@ export function sendto(fd: number, buf: Buffer, flags: number, addr: Buffer | nu
 }
 
 /** Receives one datagram into `buf`; retries EINTR. Returns the datagram length (may exceed buf with MSG_TRUNC). */
+/**
+ * sendto(2) on a libuv worker thread. rtnetlink does a request's work inside sendto, in the sender's
+ * context; for requests that wait in the kernel (deleting a link waits for RCU), this keeps the main
+ * thread free. The socket stays bound to its own namespace whatever thread sends on it.
+ */
+export function sendtoAsync(fd: number, buf: Buffer, flags: number, addr: Buffer | null): Promise<number> {
+  return new Promise((resolve, reject) => {
+    c.sendto.async(
+      fd,
+      buf,
+      buf.length,
+      flags,
+      addr,
+      addr ? addr.length : 0,
+      (err: unknown, ret: number | bigint) => {
+        const n = Number(ret);
+        if (err) reject(err);
+        else if (n < 0) reject(new KernelError('sendto', koffi.errno()));
+        else resolve(n);
+      },
+    );
+  });
+}
+
 export function recv(fd: number, buf: Buffer, flags: number): number {
   for (;;) {
     const n = Number(c.recv(fd, buf, buf.length, flags));
@@ -120,6 +144,21 @@ export function close(fd: number): void {
     const errno = koffi.errno();
     if (errno !== constants.errno.EINTR) throw new KernelError('close', errno);
   }
+}
+
+/**
+ * Equivalent to close(2), run on a libuv worker thread. Closing a packet socket waits for an RCU grace
+ * period in the kernel (packet_release -> synchronize_net, ~10 ms here); off the main thread, that
+ * wait no longer stalls every other request. Close does not depend on the thread's namespace.
+ */
+export function closeAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    c.close.async(fd, (err: unknown, ret: number) => {
+      if (err) reject(err);
+      else if (ret < 0) reject(new KernelError('close', koffi.errno()));
+      else resolve();
+    });
+  });
 }
 
 /** Equivalent to setns(2): moves the calling thread only into the namespace behind `fd`. */

@@ -4,7 +4,7 @@
  */
 
 import { PodwireError } from '../cni/errors.js';
-import { AF_PACKET, bind, close, SOCK_RAW, sendto, socket } from './libc.js';
+import { AF_PACKET, bind, close, closeAsync, SOCK_RAW, sendto, socket } from './libc.js';
 
 /** struct sockaddr_ll (linux/if_packet.h). */
 function sockaddrLl(ifindex: number, protocol: number): Buffer {
@@ -50,6 +50,14 @@ export class PacketSocket implements Disposable {
     const fd = this.#fd;
     this.#fd = -1;
     close(fd);
+  }
+
+  /** Closes on a worker thread (see `closeAsync` in libc.ts); the socket is unusable at once. */
+  closeAsync(): Promise<void> {
+    if (this.#fd < 0) return Promise.resolve();
+    const fd = this.#fd;
+    this.#fd = -1;
+    return closeAsync(fd);
   }
 
   [Symbol.dispose](): void {

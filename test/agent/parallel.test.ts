@@ -53,10 +53,15 @@ async function round(r: number): Promise<void> {
 
 test(`${PODS} pods in parallel, ${ROUNDS} rounds: addresses in the right place, descriptors at baseline`, async () => {
   await round(0); // warm-up: Node opens some descriptors lazily on first use
-  const baseline = node.openFds();
+  const baseline = (await node.settleFds(-1, 200)).length;
   for (let r = 1; r <= ROUNDS; r++) {
     await round(r);
-    assert.equal(node.openFds(), baseline, `round ${r}: agent descriptors back at baseline ${baseline}`);
+    const fds = await node.settleFds(baseline);
+    assert.equal(
+      fds.length,
+      baseline,
+      `round ${r}: agent descriptors back at baseline ${baseline}: ${fds.join(', ')}`,
+    );
   }
   assert.deepEqual(await hostVeths(node.nodeNs), [], 'no host veth left');
   assert.deepEqual(node.claims(), [], 'no allocation left');

@@ -3,7 +3,15 @@
  * own state directory and socket, and pods (namespaces) added through the real relay.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -111,9 +119,30 @@ export class TestNode {
     return pid;
   }
 
-  /** The agent's open descriptors (I2). */
-  openFds(): number {
-    return readdirSync(`/proc/${this.agentPid}/fd`).length;
+  /** The agent's open descriptors (I2), as "fd -> target" for messages. */
+  openFds(): string[] {
+    const dir = `/proc/${this.agentPid}/fd`;
+    return readdirSync(dir).map((fd) => {
+      try {
+        return `${fd} -> ${readlinkSync(`${dir}/${fd}`)}`;
+      } catch {
+        return `${fd} -> (closed while listing)`;
+      }
+    });
+  }
+
+  /**
+   * Waits until the agent holds exactly `baseline` descriptors. A connection's socket is closed a few
+   * event-loop turns after the relay has its answer, so a count taken at once can be one high for a
+   * moment; a leak stays. Returns the descriptors held at the deadline (or at equality).
+   */
+  async settleFds(baseline: number, timeoutMs = 2000): Promise<string[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const fds = this.openFds();
+      if (fds.length === baseline || Date.now() > deadline) return fds;
+      await sleep(10);
+    }
   }
 
   async stopAgent(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {

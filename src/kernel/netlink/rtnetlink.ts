@@ -47,25 +47,44 @@ function isErrno(err: unknown, errno: number): boolean {
   return err instanceof KernelError && err.errno === errno;
 }
 
+export interface RtnetlinkOptions extends NetlinkSocketOptions {
+  /**
+   * Also open a second socket, in the same namespace, for the `...Async` operations, whose kernel work
+   * runs on a worker thread. Opened now, never later: later the thread may be in another namespace.
+   */
+  async?: boolean;
+}
+
 export class Rtnetlink implements Disposable {
   readonly #sock: NetlinkSocket;
+  /** The socket of the `...Async` operations; undefined unless opened with `async: true`. */
+  readonly #asyncSock: NetlinkSocket | undefined;
 
-  private constructor(sock: NetlinkSocket) {
+  private constructor(sock: NetlinkSocket, asyncSock: NetlinkSocket | undefined) {
     this.#sock = sock;
+    this.#asyncSock = asyncSock;
   }
 
   /** Opens a client bound to the calling thread's current network namespace. */
-  static open(options: NetlinkSocketOptions = {}): Rtnetlink {
-    return new Rtnetlink(NetlinkSocket.open(options));
+  static open(options: RtnetlinkOptions = {}): Rtnetlink {
+    const sock = NetlinkSocket.open(options);
+    if (!options.async) return new Rtnetlink(sock, undefined);
+    try {
+      return new Rtnetlink(sock, NetlinkSocket.open(options));
+    } catch (err) {
+      sock.close();
+      throw err;
+    }
   }
 
   get closed(): boolean {
     return this.#sock.closed;
   }
 
-  /** Closes the socket; idempotent. Every later call throws NetlinkClosedError. */
+  /** Closes the sockets; idempotent. Every later call throws NetlinkClosedError. */
   close(): void {
     this.#sock.close();
+    this.#asyncSock?.close();
   }
 
   [Symbol.dispose](): void {
@@ -178,6 +197,26 @@ export class Rtnetlink implements Disposable {
   /** Equivalent to: `ip link del dev NAME`. False when the link does not exist (ENODEV). */
   deleteLinkByName(name: string): boolean {
     return this.#deleteLink(0, { ifname: name });
+  }
+
+  /**
+   * `deleteLinkByName` with the kernel's work on a worker thread: unregistering a device waits for
+   * RCU (10-30 ms for a veth here), which would otherwise stall every other request of the agent.
+   */
+  async deleteLinkByNameAsync(name: string): Promise<boolean> {
+    const sock = this.#asyncSock;
+    if (!sock) throw new PodwireError('ERR_INTERNAL', 'Rtnetlink opened without async: true');
+    try {
+      await sock.requestAsync(
+        R.RTM_DELLINK,
+        0,
+        encodeLinkBody({ ifi: ifInfoMsg({ index: 0 }), attrs: { ifname: name } }),
+      );
+      return true;
+    } catch (err) {
+      if (isErrno(err, constants.errno.ENODEV)) return false;
+      throw err;
+    }
   }
 
   #deleteLink(index: number, attrs: LinkAttributes): boolean {

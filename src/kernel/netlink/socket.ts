@@ -42,6 +42,8 @@ export class NetlinkSocket implements Disposable {
   readonly #timeoutMs: number;
   readonly #dumpRetries: number;
   readonly #kernel = sockaddrNl();
+  /** Settles when the last queued `requestAsync` has; never rejects. */
+  #asyncTail: Promise<void> = Promise.resolve();
 
   private constructor(fd: number, options: NetlinkSocketOptions) {
     this.#fd = fd;
@@ -78,6 +80,11 @@ export class NetlinkSocket implements Disposable {
    */
   request(type: number, flags: number, payload: Uint8Array): NetlinkMessage[] {
     const seq = this.#send(type, flags | N.NLM_F_REQUEST | N.NLM_F_ACK, payload);
+    return this.#collect(type, seq);
+  }
+
+  /** Reads the answers to request `seq` until its ack; throws the kernel's error. */
+  #collect(type: number, seq: number): NetlinkMessage[] {
     const replies: NetlinkMessage[] = [];
     const deadline = Date.now() + this.#timeoutMs;
     for (;;) {
@@ -91,6 +98,34 @@ export class NetlinkSocket implements Disposable {
         if (m.header.type !== N.NLMSG_NOOP) replies.push(m);
       }
     }
+  }
+
+  /**
+   * `request` with the send (where rtnetlink does the work) on a worker thread. Calls are queued: one
+   * in flight per socket, so the answer read after the send is always this request's. Use a socket of
+   * its own for these, never one that synchronous requests share.
+   */
+  requestAsync(type: number, flags: number, payload: Uint8Array): Promise<NetlinkMessage[]> {
+    const run = async (): Promise<NetlinkMessage[]> => {
+      const fd = this.#openFd(type);
+      this.#seq = (this.#seq + 1) >>> 0;
+      const seq = this.#seq;
+      const msg = encodeMessage({ type, flags: flags | N.NLM_F_REQUEST | N.NLM_F_ACK, seq, pid: 0 }, payload);
+      const sent = await libc.sendtoAsync(
+        fd,
+        Buffer.from(msg.buffer, msg.byteOffset, msg.length),
+        0,
+        this.#kernel,
+      );
+      if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
+      return this.#collect(type, seq);
+    };
+    const result = this.#asyncTail.then(run, run);
+    this.#asyncTail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
   }
 
   /** Sends a dump request (NLM_F_DUMP) and collects every message until NLMSG_DONE, retrying interrupted dumps. */
