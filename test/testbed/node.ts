@@ -15,6 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { stringify as stringifyYaml } from 'yaml';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
 
@@ -27,6 +28,10 @@ export interface NodeOptions {
   bridge?: string;
   mtu?: number;
   maxParallel?: number;
+  /** A node namespace made by the caller (e.g. a cluster bed with an uplink); else one is created. */
+  nodeNs?: string;
+  /** More agent configuration keys; a key set to null is left out of the file. */
+  config?: Record<string, unknown>;
 }
 
 export interface CniCall {
@@ -52,7 +57,8 @@ export class TestNode {
   readonly dir: string;
   readonly socket: string;
   readonly configPath: string;
-  readonly options: Required<NodeOptions>;
+  readonly options: Required<Omit<NodeOptions, 'nodeNs' | 'config'>>;
+  readonly #given: Pick<NodeOptions, 'nodeNs' | 'config'>;
   nodeNs = '';
   agent: ChildProcess | undefined;
   /** Everything the agent wrote to stderr (JSON lines). */
@@ -69,25 +75,25 @@ export class TestNode {
       mtu: options.mtu ?? 1500,
       maxParallel: options.maxParallel ?? 32,
     };
+    this.#given = { nodeNs: options.nodeNs, config: options.config };
   }
 
   async setup(): Promise<this> {
-    this.nodeNs = await this.ns.add('node');
+    this.nodeNs = this.#given.nodeNs ?? (await this.ns.add('node'));
     await run('ip', ['-n', this.nodeNs, 'link', 'set', 'lo', 'up']);
     const o = this.options;
-    writeFileSync(
-      this.configPath,
-      [
-        `podCIDRs: ${JSON.stringify(o.podCIDRs)}`,
-        'datapath: linux-bridge',
-        `bridge: ${o.bridge}`,
-        `mtu: ${o.mtu}`,
-        `socket: ${this.socket}`,
-        `stateDir: ${join(this.dir, 'state')}`,
-        `maxParallel: ${o.maxParallel}`,
-        '',
-      ].join('\n'),
-    );
+    const config: Record<string, unknown> = {
+      podCIDRs: o.podCIDRs,
+      datapath: 'linux-bridge',
+      bridge: o.bridge,
+      mtu: o.mtu,
+      socket: this.socket,
+      stateDir: join(this.dir, 'state'),
+      maxParallel: o.maxParallel,
+      ...this.#given.config,
+    };
+    for (const [k, v] of Object.entries(config)) if (v === null) delete config[k];
+    writeFileSync(this.configPath, stringifyYaml(config));
     await this.startAgent();
     return this;
   }
