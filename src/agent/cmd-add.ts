@@ -18,9 +18,14 @@ import { StepTimer } from './step-timer.js';
 
 const EEXIST = 17;
 
+/** The attachment ADD works on, with the pod it is for when the runtime said ("namespace/name"). */
+export interface AddTarget extends Attachment {
+  pod: string | undefined;
+}
+
 export async function cmdAdd(
   ctx: AgentContext,
-  att: Attachment,
+  att: AddTarget,
   netnsPath: string,
   log: Logger,
 ): Promise<CniResult> {
@@ -40,7 +45,7 @@ export async function cmdAdd(
 
     t.mark('netns');
 
-    const allocations = await ipam.allocate(att);
+    const allocations = await ipam.allocate(att, att.pod === undefined ? {} : { pod: att.pod });
     rollback.push('ipam', () => ipam.release(att));
     t.mark('ipam');
 

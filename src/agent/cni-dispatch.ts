@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseNetConf, parseVersionRequest } from '../cni/config.js';
-import { parseEnv } from '../cni/env.js';
+import { parseEnv, podIdentity } from '../cni/env.js';
 import { PodwireError, toCniErrorObject } from '../cni/errors.js';
 import { formatResult, formatVersionResult } from '../cni/result.js';
 import type { CniEnv, NetConf } from '../cni/types.js';
@@ -82,8 +82,14 @@ export class CniDispatcher {
       case 'ADD': {
         const att = { containerId: env.containerId, ifname: env.ifname };
         const netns = env.netns;
+        const pod = podIdentity(env.args);
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
-          cmdAdd(ctx, att, netns, log.child({ containerId: att.containerId, ifname: att.ifname })),
+          cmdAdd(
+            ctx,
+            { ...att, pod },
+            netns,
+            log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
+          ),
         );
         return JSON.stringify(formatResult(result, conf.cniVersion));
       }

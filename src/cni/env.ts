@@ -127,3 +127,10 @@ export function parseCniPath(value: string | undefined): string[] {
   if (value.includes('\0')) throw envError('CNI_PATH', 'contains NUL');
   return value.split(':').filter((dir) => dir !== '');
 }
+
+/** The Kubernetes pod a call is for ("namespace/name"), from K8S_POD_NAMESPACE and K8S_POD_NAME in CNI_ARGS. */
+export function podIdentity(args: ReadonlyMap<string, string>): string | undefined {
+  const namespace = args.get('K8S_POD_NAMESPACE');
+  const name = args.get('K8S_POD_NAME');
+  return namespace && name ? `${namespace}/${name}` : undefined;
+}

@@ -6,7 +6,7 @@ export {
   VALID_ATTACHMENTS_KEY,
   VALID_ATTACHMENTS_KEY_ORIGINAL,
 } from './config.js';
-export { parseCniArgs, parseCniPath, parseCommand, parseEnv } from './env.js';
+export { parseCniArgs, parseCniPath, parseCommand, parseEnv, podIdentity } from './env.js';
 export {
   CNI_CODES,
   type CniErrorObject,

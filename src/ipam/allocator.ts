@@ -76,7 +76,7 @@ export class NodeLocalAllocator {
    * ERR_IPAM_EXHAUSTED if a range is full. On any failure, the addresses claimed by this call are
    * released again before it rejects.
    */
-  async allocate(attachment: AttachmentKey): Promise<Allocation[]> {
+  async allocate(attachment: AttachmentKey, meta: { pod?: string } = {}): Promise<Allocation[]> {
     const owner = checkAttachment(attachment);
     return this.#attachments.run(attachmentKey(owner), async () => {
       for (const range of this.#ranges) {
@@ -89,6 +89,7 @@ export class NodeLocalAllocator {
         }
       }
       const rec: AllocationRecord = { ...owner, createdAt: this.#now().toISOString() };
+      if (meta.pod !== undefined) rec.pod = meta.pod;
       const done: Allocation[] = [];
       for (const range of this.#ranges) {
         try {

@@ -28,6 +28,8 @@ export interface AllocationRecord {
   ifname: string;
   /** ISO 8601 time of the claim. */
   createdAt: string;
+  /** The Kubernetes pod ("namespace/name", from CNI_ARGS), when the runtime said. */
+  pod?: string;
 }
 
 /** An attachment, the owner of a claim: the CNI (CNI_CONTAINERID, CNI_IFNAME) pair. */
@@ -69,9 +71,10 @@ function nonEmpty(value: unknown): value is string {
 /** Checks a stored or submitted record; undefined when it is not one (the caller names the source). */
 export function asRecord(value: unknown): AllocationRecord | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const { containerId, ifname, createdAt } = value as Record<string, unknown>;
+  const { containerId, ifname, createdAt, pod } = value as Record<string, unknown>;
   if (!nonEmpty(containerId) || !nonEmpty(ifname) || !nonEmpty(createdAt)) return undefined;
-  return { containerId, ifname, createdAt };
+  if (pod !== undefined && !nonEmpty(pod)) return undefined;
+  return pod === undefined ? { containerId, ifname, createdAt } : { containerId, ifname, createdAt, pod };
 }
 
 /**
