@@ -13,6 +13,7 @@ import type { AgentContext } from './context.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
+import { podMac } from './pod-mac.js';
 import { Rollback } from './rollback.js';
 import { StepTimer } from './step-timer.js';
 
@@ -50,7 +51,7 @@ export async function cmdAdd(
     t.mark('ipam');
 
     const hostName = hostVethName(att.containerId, att.ifname);
-    const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd);
+    const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, podMac(allocations.map((a) => a.ip)));
     rollback.push('veth', () => nl.deleteLinkByName(hostName));
     writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
     t.mark('veth');
@@ -105,8 +106,8 @@ export async function cmdAdd(
  * name can only be left over from an agent killed mid-ADD of this very attachment (the name derives
  * from the attachment, and IPAM refused no second allocation), so it is removed and creation retried.
  */
-function createVeth(ctx: AgentContext, hostName: string, ifname: string, podFd: number) {
-  const spec = { name: hostName, peerName: ifname, mtu: ctx.config.mtu, peerNetnsFd: podFd };
+function createVeth(ctx: AgentContext, hostName: string, ifname: string, podFd: number, mac: string) {
+  const spec = { name: hostName, peerName: ifname, mtu: ctx.config.mtu, peerNetnsFd: podFd, peerMac: mac };
   try {
     return ctx.nl.addVeth(spec);
   } catch (err) {

@@ -1,0 +1,14 @@
+/**
+ * The MAC of a pod interface, derived from its address: 0a:58 followed by the four bytes of the IPv4
+ * address (for an IPv6-only pod, the last four bytes of its IPv6 address), the convention of
+ * OVN-Kubernetes. A MAC that follows the address keeps neighbours' ARP and ND caches right when an
+ * address is handed to a new pod, and lets anyone who knows a pod's address know its MAC.
+ */
+import { isIPv4 } from 'node:net';
+import { parseIPv4, parseIPv6 } from '../arp/inet.js';
+
+export function podMac(ips: readonly string[]): string {
+  const v4 = ips.find((ip) => isIPv4(ip));
+  const tail = v4 !== undefined ? parseIPv4(v4) : parseIPv6(ips[0] ?? '::').subarray(12, 16);
+  return ['0a', '58', ...[...tail].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+}
