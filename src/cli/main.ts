@@ -1,60 +1,46 @@
 /** `bin/podwire`: the agent and the CLI. */
-import { Agent } from '../agent/agent.js';
-import { loadAgentConfig } from '../agent/config.js';
-import { jsonLogger } from '../agent/log.js';
 import { PodwireError } from '../cni/errors.js';
+import { agentCommand } from './agent-command.js';
+import { parseArgs, UsageError } from './args.js';
+import { COMMANDS, type Command } from './commands.js';
 
-const USAGE = `usage: podwire <command>
+const ALL: Record<string, Command> = { agent: agentCommand, ...COMMANDS };
 
-commands:
-  agent --config FILE   run the node agent in the foreground (JSON logs on stderr; SIGTERM stops it)
-  help                  show this text
-`;
-
-async function runAgent(args: string[]): Promise<number> {
-  const i = args.indexOf('--config');
-  const path = i >= 0 ? args[i + 1] : undefined;
-  if (!path) {
-    process.stderr.write(`podwire agent: --config FILE is required\n${USAGE}`);
-    return 2;
-  }
-  const log = jsonLogger();
-  let agent: Agent;
-  try {
-    agent = await Agent.start(loadAgentConfig(path), log);
-  } catch (err) {
-    const code = err instanceof PodwireError ? err.code : 'ERR_INTERNAL';
-    log.error('agent failed to start', { code, err: err instanceof Error ? err.message : String(err) });
-    return 1;
-  }
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log.info('stopping', { signal });
-      agent.stop().then(resolve, (err: unknown) => {
-        log.error('stop failed', { err: String(err) });
-        resolve();
-      });
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
-  return 0;
+function usage(): string {
+  const width = Math.max(...Object.keys(ALL).map((k) => k.length));
+  const lines = Object.entries(ALL).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return `usage: podwire <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n\`podwire <command> --help\` for a command's options.\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  switch (cmd) {
-    case 'agent':
-      return runAgent(rest);
-    case 'help':
-    case '--help':
-    case '-h':
-    case undefined:
-      process.stdout.write(USAGE);
-      return cmd === undefined ? 2 : 0;
-    default:
-      process.stderr.write(`podwire: unknown command ${JSON.stringify(cmd)}\n${USAGE}`);
-      return 2;
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = ALL[name];
+  if (!command) {
+    process.stderr.write(`podwire: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  let args: ReturnType<typeof parseArgs>;
+  try {
+    args = parseArgs(rest);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`podwire ${name}: ${err.message}\n\n${command.help}`);
+    return 2;
+  }
+  if (args.help) {
+    process.stdout.write(command.help);
+    return 0;
+  }
+  try {
+    return await command.run(args, (s) => process.stdout.write(s));
+  } catch (err) {
+    if (!(err instanceof PodwireError)) throw err;
+    process.stderr.write(`podwire ${name}: ${err.message}\n`);
+    return 1;
   }
 }
 

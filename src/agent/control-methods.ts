@@ -1,0 +1,77 @@
+/** What the control socket answers: the agent's state as the CLI shows it. */
+import { readdirSync } from 'node:fs';
+import type { AgentContext } from './context.js';
+import type { ControlMethod } from './control-server.js';
+import { hostVethName } from './host-veth.js';
+import { podMac } from './pod-mac.js';
+import { reconcile } from './reconcile.js';
+import type { Scheduler } from './scheduler.js';
+
+export interface PodRow {
+  pod: string | undefined;
+  containerId: string;
+  ifname: string;
+  addresses: string[];
+  mac: string;
+  hostVeth: string;
+  /** Index of the host veth; undefined when it is missing (drift). */
+  hostIfindex: number | undefined;
+  createdAt: string;
+}
+
+export function controlMethods(
+  ctx: AgentContext,
+  scheduler: Scheduler,
+  started: Date,
+): Map<string, ControlMethod> {
+  return new Map<string, ControlMethod>([
+    ['status', async () => status(ctx, scheduler, started)],
+    ['pods', async () => pods(ctx)],
+    ['ipam', async () => ipamUsage(ctx)],
+    ['gc', async () => reconcile(ctx)],
+  ]);
+}
+
+async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
+  const claims = await ctx.ipam.list();
+  const attachments = new Set(claims.map((c) => `${c.containerId}/${c.ifname}`));
+  return {
+    pid: process.pid,
+    startedAt: started.toISOString(),
+    podCIDRs: ctx.config.podCIDRs,
+    datapath: { kind: ctx.datapath.kind, ...ctx.datapath.status() },
+    pods: attachments.size,
+    requestsInFlight: scheduler.inFlight,
+    announcementFrames: ctx.announcer.framesSent,
+    openDescriptors: readdirSync('/proc/self/fd').length,
+  };
+}
+
+async function pods(ctx: AgentContext): Promise<PodRow[]> {
+  const rows = new Map<string, PodRow>();
+  for (const c of await ctx.ipam.list()) {
+    const key = `${c.containerId}/${c.ifname}`;
+    let row = rows.get(key);
+    if (!row) {
+      const hostVeth = hostVethName(c.containerId, c.ifname);
+      row = {
+        pod: c.pod,
+        containerId: c.containerId,
+        ifname: c.ifname,
+        addresses: [],
+        mac: '',
+        hostVeth,
+        hostIfindex: ctx.nl.linkByName(hostVeth)?.index,
+        createdAt: c.createdAt,
+      };
+      rows.set(key, row);
+    }
+    row.addresses.push(`${c.ip}/${c.prefixLength}`);
+  }
+  for (const row of rows.values()) row.mac = podMac(row.addresses.map((a) => a.split('/')[0] as string));
+  return [...rows.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+}
+
+function ipamUsage(ctx: AgentContext) {
+  return ctx.ipam.usage().map((r) => ({ range: r.rangeId, size: r.size.toString(), used: r.used }));
+}

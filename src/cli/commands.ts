@@ -1,0 +1,97 @@
+/** The CLI commands that ask the running agent: status, pods, ipam, gc. */
+import type { PodRow } from '../agent/control-methods.js';
+import type { CliArgs } from './args.js';
+import { callAgent, resolveControlSocket } from './control-client.js';
+import { age, table } from './table.js';
+
+export interface Command {
+  summary: string;
+  help: string;
+  run(args: CliArgs, out: (s: string) => void): Promise<number>;
+}
+
+const COMMON = `options:
+  --config FILE   the agent's configuration (finds its control socket); default /etc/podwire/agent.yaml
+  --socket PATH   the control socket itself
+  --json          machine-readable output
+  --help          this text
+`;
+
+function ask(method: string, render: (result: unknown) => string): Command['run'] {
+  return async (args, out) => {
+    const result = await callAgent(resolveControlSocket(args), method);
+    out(args.json ? `${JSON.stringify(result, null, 2)}\n` : render(result));
+    return 0;
+  };
+}
+
+export const COMMANDS: Record<string, Command> = {
+  status: {
+    summary: 'the agent, its datapath, pods and descriptors',
+    help: `usage: podwire status [options]\n\nShows the running agent: pod CIDRs, datapath and its readiness, pods, requests in flight.\n\n${COMMON}`,
+    run: ask('status', (r) => {
+      const s = r as {
+        pid: number;
+        startedAt: string;
+        podCIDRs: string[];
+        datapath: { kind: string; ready: boolean; reason?: string };
+        pods: number;
+        requestsInFlight: number;
+        announcementFrames: number;
+        openDescriptors: number;
+      };
+      const dp = s.datapath.ready ? 'ready' : `NOT READY: ${s.datapath.reason}`;
+      return [
+        `agent:        pid ${s.pid}, up ${age(s.startedAt)}`,
+        `pod CIDRs:    ${s.podCIDRs.join(', ')}`,
+        `datapath:     ${s.datapath.kind} (${dp})`,
+        `pods:         ${s.pods}`,
+        `in flight:    ${s.requestsInFlight}`,
+        `announced:    ${s.announcementFrames} frames`,
+        `descriptors:  ${s.openDescriptors}`,
+        '',
+      ].join('\n');
+    }),
+  },
+  pods: {
+    summary: 'a table of the pods on this node',
+    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID, interface, addresses, MAC, host port, age.\n\n${COMMON}`,
+    run: ask('pods', (r) =>
+      table(
+        ['POD', 'CONTAINER', 'IFACE', 'ADDRESSES', 'MAC', 'HOST PORT', 'AGE'],
+        (r as PodRow[]).map((p) => [
+          p.pod ?? '-',
+          p.containerId.slice(0, 12),
+          p.ifname,
+          p.addresses.join(','),
+          p.mac,
+          p.hostIfindex === undefined ? `${p.hostVeth} (MISSING)` : `${p.hostVeth}#${p.hostIfindex}`,
+          age(p.createdAt),
+        ]),
+      ),
+    ),
+  },
+  ipam: {
+    summary: 'address usage per pod CIDR',
+    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted).\n\n${COMMON}`,
+    run: ask('ipam', (r) =>
+      table(
+        ['RANGE', 'USED', 'SIZE', 'USE'],
+        (r as Array<{ range: string; size: string; used: number }>).map((u) => [
+          u.range,
+          String(u.used),
+          u.size,
+          `${((100 * u.used) / Number(u.size)).toFixed(1)}%`,
+        ]),
+      ),
+    ),
+  },
+  gc: {
+    summary: 'release addresses and host veths that no pod uses any more',
+    help: `usage: podwire gc [options]\n\nRuns the agent's reconcile now: addresses whose host veth is gone are released, podwire host veths\nwithout an address are removed.\n\n${COMMON}`,
+    run: ask('gc', (r) => {
+      const g = r as { kept: number; released: unknown[]; vethsRemoved: string[] };
+      return `kept ${g.kept}, released ${g.released.length} attachment(s), removed ${g.vethsRemoved.length} host veth(s)\n`;
+    }),
+  },
+};
