@@ -96,6 +96,16 @@ export const u16: AttrCodec<number> = {
   decode: (b, t) => fixedWidth(2, b, t).getUint16(0, HOST_LITTLE_ENDIAN),
 };
 
+/** A __be16 (ports): network byte order whatever the host's, unlike every other netlink integer. */
+export const be16: AttrCodec<number> = {
+  encode: (n) => {
+    const out = new Uint8Array(2);
+    dataView(out).setUint16(0, n, false);
+    return out;
+  },
+  decode: (b, t) => fixedWidth(2, b, t).getUint16(0, false),
+};
+
 export const u32: AttrCodec<number> = {
   encode: (n) => {
     const out = new Uint8Array(4);

@@ -25,6 +25,7 @@ import { IFF_UP } from './uapi/if.js';
 import * as L from './uapi/if-link.js';
 import { NLA_F_NESTED } from './uapi/netlink.js';
 import { VETH_INFO_PEER } from './uapi/veth.js';
+import { vxlanFromData } from './vxlan-data.js';
 
 /** struct ifinfomsg: 16 bytes (family u8, pad u8, type u16, index s32, flags u32, change u32). */
 export interface IfInfoMsg {
@@ -209,5 +210,9 @@ export function linkFromBody(body: LinkBody): Link {
     if (state !== undefined && state.value.length >= 1) link.bridgePortState = state.value[0];
   }
   if (attrs.linkNetnsid !== undefined) link.linkNetnsId = attrs.linkNetnsid;
+  if (attrs.linkinfo?.kind === 'vxlan' && attrs.linkinfo.data !== undefined) {
+    const vxlan = vxlanFromData(attrs.linkinfo.data);
+    if (vxlan !== undefined) link.vxlan = vxlan;
+  }
   return link;
 }

@@ -17,6 +17,7 @@ import {
   linkFromBody,
 } from './link-message.js';
 import { parseMac } from './mac-text.js';
+import * as NeighOps from './neigh-ops.js';
 import {
   decodeRouteBody,
   encodeRouteBody,
@@ -30,15 +31,21 @@ import type {
   AddressOptions,
   AddressSpec,
   BridgeSpec,
+  FdbEntry,
+  FdbSpec,
   Link,
+  Neigh,
+  NeighSpec,
   Route,
   RouteSpec,
   VethSpec,
+  VxlanSpec,
 } from './types.js';
 import { IFF_UP } from './uapi/if.js';
 import { IFA_F_NODAD, IFA_F_NOPREFIXROUTE } from './uapi/if-addr.js';
 import { NLM_F_CREATE, NLM_F_EXCL } from './uapi/netlink.js';
 import * as R from './uapi/rtnetlink.js';
+import { vxlanLinkAttributes } from './vxlan-data.js';
 
 const AF_UNSPEC = 0;
 const CREATE = NLM_F_CREATE | NLM_F_EXCL;
@@ -150,6 +157,16 @@ export class Rtnetlink implements Disposable {
     const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'bridge' } };
     if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
     this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
+    return this.#created(spec.name);
+  }
+
+  /**
+   * Equivalent to: `ip link add NAME mtu M [address MAC] type vxlan id VNI dstport PORT [local IP]
+   * [dev UNDERLAY] nolearning` (`learning` when spec.learning is true).
+   */
+  addVxlan(spec: VxlanSpec): Link {
+    const body = encodeLinkBody({ ifi: ifInfoMsg(), attrs: vxlanLinkAttributes(spec) });
+    this.#sock.request(R.RTM_NEWLINK, CREATE, body);
     return this.#created(spec.name);
   }
 
@@ -291,6 +308,38 @@ export class Rtnetlink implements Disposable {
       .map(routeFromBody)
       .filter((r) => r.table === R.RT_TABLE_MAIN && r.family === filter.family)
       .filter((r) => filter.oif === undefined || r.oif === filter.oif);
+  }
+
+  // Neighbours and forwarding database (neigh-ops.ts)
+
+  /** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
+  setNeigh(spec: NeighSpec): void {
+    NeighOps.setNeigh(this.#sock, spec);
+  }
+
+  /** Equivalent to: `ip neigh del ADDRESS dev INDEX`. False when there is no such entry (ENOENT). */
+  deleteNeigh(spec: { index: number; address: string }): boolean {
+    return NeighOps.deleteNeigh(this.#sock, spec);
+  }
+
+  /** Equivalent to: `ip [-4|-6] neigh show nud all [dev INDEX]`. */
+  neighbours(filter: { index?: number; family?: number } = {}): Neigh[] {
+    return NeighOps.neighbours(this.#sock, filter);
+  }
+
+  /** Equivalent to: `bridge fdb replace MAC dev INDEX dst IP self permanent`. */
+  setFdb(spec: FdbSpec): void {
+    NeighOps.setFdb(this.#sock, spec);
+  }
+
+  /** Equivalent to: `bridge fdb del MAC dev INDEX [dst IP] self`. False when the entry or that remote is absent. */
+  deleteFdb(spec: { index: number; mac: string; dst?: string }): boolean {
+    return NeighOps.deleteFdb(this.#sock, spec);
+  }
+
+  /** Equivalent to: `bridge fdb show [dev INDEX]`. */
+  fdb(filter: { index?: number } = {}): FdbEntry[] {
+    return NeighOps.fdb(this.#sock, filter);
   }
 }
 

@@ -26,6 +26,22 @@ export interface Link {
   linkIndex?: number;
   /** IFLA_LINK_NETNSID: the peer's namespace id, as seen from this link's namespace. */
   linkNetnsId?: number;
+  /** IFLA_INFO_DATA of a vxlan link (kind 'vxlan'). */
+  vxlan?: VxlanInfo;
+}
+
+/** What a vxlan link reports of its configuration (IFLA_VXLAN_*). */
+export interface VxlanInfo {
+  /** IFLA_VXLAN_ID. */
+  vni: number;
+  /** IFLA_VXLAN_PORT: the UDP destination port. */
+  port: number;
+  /** IFLA_VXLAN_LOCAL or IFLA_VXLAN_LOCAL6: the source address on the underlay. */
+  local?: string;
+  /** IFLA_VXLAN_LINK: the underlay interface. */
+  underlayIndex?: number;
+  /** IFLA_VXLAN_LEARNING. */
+  learning: boolean;
 }
 
 /** An interface address (RTM_NEWADDR). */
@@ -111,4 +127,71 @@ export interface RouteSpec {
   priority?: number;
   /** RTNH_F_ONLINK: the gateway is on the link even if no prefix covers it. */
   onlink?: boolean;
+}
+
+export interface VxlanSpec {
+  name: string;
+  /** VXLAN network identifier, 0..2^24-1. */
+  vni: number;
+  /** UDP destination port; 4789 (IANA_VXLAN_UDP_PORT) unless the overlay says otherwise. */
+  port: number;
+  /** The underlay IP the packets leave from (IFLA_VXLAN_LOCAL / IFLA_VXLAN_LOCAL6). */
+  local?: string;
+  /** The underlay interface (IFLA_VXLAN_LINK). */
+  underlayIndex?: number;
+  /** The kernel clamps it to the underlay's MTU less the VXLAN headroom (50 bytes over IPv4). */
+  mtu: number;
+  mac?: string;
+  /** Learn remote MACs from received packets; default false (`nolearning`). */
+  learning?: boolean;
+}
+
+/** A neighbour (ARP or NDP) entry (RTM_NEWNEIGH, family AF_INET or AF_INET6). */
+export interface Neigh {
+  index: number;
+  family: number;
+  /** NDA_DST. */
+  address: string;
+  /** NDA_LLADDR; absent while the entry is unresolved (INCOMPLETE, FAILED). */
+  mac?: string;
+  /** ndm_state (NUD_*). */
+  state: number;
+  /** ndm_flags (NTF_*). */
+  flags: number;
+}
+
+export interface NeighSpec {
+  index: number;
+  /** An IPv4 or IPv6 address; its family picks the ARP or the NDP table. */
+  address: string;
+  mac: string;
+}
+
+/** A forwarding database entry (RTM_NEWNEIGH, family AF_BRIDGE). */
+export interface FdbEntry {
+  index: number;
+  /** NDA_LLADDR. */
+  mac: string;
+  /** NDA_DST: on a vxlan device, the remote VTEP the frames are tunnelled to. */
+  dst?: string;
+  /** ndm_state (NUD_*). */
+  state: number;
+  /** ndm_flags (NTF_SELF for the device's own entries, NTF_MASTER for its bridge's). */
+  flags: number;
+  /** NDA_VNI, when it differs from the vxlan device's. */
+  vni?: number;
+  /** NDA_PORT, when it differs from the vxlan device's. */
+  port?: number;
+  /** NDA_VLAN. */
+  vlan?: number;
+  /** NDA_MASTER: the bridge of an NTF_MASTER entry. */
+  master?: number;
+}
+
+export interface FdbSpec {
+  /** The vxlan device. */
+  index: number;
+  mac: string;
+  /** The remote VTEP's underlay IP. */
+  dst: string;
 }

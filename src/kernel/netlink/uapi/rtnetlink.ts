@@ -13,6 +13,9 @@ export const RTM_GETADDR = 22;
 export const RTM_NEWROUTE = 24;
 export const RTM_DELROUTE = 25;
 export const RTM_GETROUTE = 26;
+export const RTM_NEWNEIGH = 28;
+export const RTM_DELNEIGH = 29;
+export const RTM_GETNEIGH = 30;
 
 const RTM_NAMES = new Map<number, string>([
   [RTM_NEWLINK, 'RTM_NEWLINK'],
@@ -25,6 +28,9 @@ const RTM_NAMES = new Map<number, string>([
   [RTM_NEWROUTE, 'RTM_NEWROUTE'],
   [RTM_DELROUTE, 'RTM_DELROUTE'],
   [RTM_GETROUTE, 'RTM_GETROUTE'],
+  [RTM_NEWNEIGH, 'RTM_NEWNEIGH'],
+  [RTM_DELNEIGH, 'RTM_DELNEIGH'],
+  [RTM_GETNEIGH, 'RTM_GETNEIGH'],
 ]);
 
 /** The kernel's name of a message type, used as the `syscall` of a KernelError. */

@@ -1,0 +1,107 @@
+/**
+ * Neighbour (ARP/NDP) and forwarding-database operations on one rtnetlink socket: what an overlay
+ * programs for each remote node (its VTEP MAC behind its underlay IP). `Rtnetlink` delegates here.
+ */
+import { constants } from 'node:os';
+import { KernelError } from '../libc.js';
+import { formatIp, parseIp } from './ip-text.js';
+import { formatMac, parseMac } from './mac-text.js';
+import { decodeNeighBody, encodeNeighBody, fdbFromBody, ndMsg, neighFromBody } from './neigh-message.js';
+import type { NetlinkSocket } from './socket.js';
+import type { FdbEntry, FdbSpec, Neigh, NeighSpec } from './types.js';
+import { AF_BRIDGE, NTF_SELF, NUD_PERMANENT } from './uapi/neighbour.js';
+import { NLM_F_CREATE, NLM_F_REPLACE } from './uapi/netlink.js';
+import * as R from './uapi/rtnetlink.js';
+
+const AF_UNSPEC = 0;
+const CREATE_OR_REPLACE = NLM_F_CREATE | NLM_F_REPLACE;
+
+/** Runs a delete; false when the kernel answers ENOENT (no such entry). */
+function deleted(run: () => void): boolean {
+  try {
+    run();
+    return true;
+  } catch (err) {
+    if (err instanceof KernelError && err.errno === constants.errno.ENOENT) return false;
+    throw err;
+  }
+}
+
+/** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
+export function setNeigh(sock: NetlinkSocket, spec: NeighSpec): void {
+  const ip = parseIp(spec.address);
+  const ndm = ndMsg({ family: ip.family, index: spec.index, state: NUD_PERMANENT });
+  sock.request(
+    R.RTM_NEWNEIGH,
+    CREATE_OR_REPLACE,
+    encodeNeighBody({ ndm, attrs: { dst: ip.bytes, lladdr: parseMac(spec.mac) } }),
+  );
+}
+
+/** Equivalent to: `ip neigh del ADDRESS dev INDEX`. False when there is no such entry (ENOENT). */
+export function deleteNeigh(sock: NetlinkSocket, spec: { index: number; address: string }): boolean {
+  const ip = parseIp(spec.address);
+  const body = encodeNeighBody({
+    ndm: ndMsg({ family: ip.family, index: spec.index }),
+    attrs: { dst: ip.bytes },
+  });
+  return deleted(() => sock.request(R.RTM_DELNEIGH, 0, body));
+}
+
+/** Equivalent to: `ip [-4|-6] neigh show nud all [dev INDEX]` (proxy entries excluded). */
+export function neighbours(sock: NetlinkSocket, filter: { index?: number; family?: number } = {}): Neigh[] {
+  // NDA_IFINDEX lets the kernel filter the dump; the filters below still apply (older kernels ignore it).
+  const request = encodeNeighBody({
+    ndm: ndMsg({ family: filter.family ?? AF_UNSPEC }),
+    attrs: filter.index === undefined ? {} : { ifindex: filter.index },
+  });
+  return sock
+    .dump(R.RTM_GETNEIGH, request)
+    .filter((m) => m.header.type === R.RTM_NEWNEIGH)
+    .map((m) => neighFromBody(decodeNeighBody(m.payload)))
+    .filter((n) => filter.index === undefined || n.index === filter.index)
+    .filter((n) => filter.family === undefined || n.family === filter.family);
+}
+
+/** Equivalent to: `bridge fdb replace MAC dev INDEX dst IP self permanent`. */
+export function setFdb(sock: NetlinkSocket, spec: FdbSpec): void {
+  const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state: NUD_PERMANENT, flags: NTF_SELF });
+  const attrs = { lladdr: parseMac(spec.mac), dst: parseIp(spec.dst).bytes };
+  sock.request(R.RTM_NEWNEIGH, CREATE_OR_REPLACE, encodeNeighBody({ ndm, attrs }));
+}
+
+/**
+ * Equivalent to: `bridge fdb del MAC dev INDEX [dst IP] self`. Without dst the entry goes with all
+ * its remotes. False when there is no such entry (ENOENT), or it has no such remote.
+ */
+export function deleteFdb(sock: NetlinkSocket, spec: { index: number; mac: string; dst?: string }): boolean {
+  if (spec.dst !== undefined) {
+    // vxlan answers success, deleting nothing, when the MAC is there without this remote: look first.
+    const mac = formatMac(parseMac(spec.mac));
+    const dst = formatIp(parseIp(spec.dst).bytes);
+    if (!fdb(sock, { index: spec.index }).some((e) => e.mac === mac && e.dst === dst)) return false;
+  }
+  // NUD_PERMANENT: devices without their own fdb (ndo_dflt_fdb_del) refuse any other state.
+  const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state: NUD_PERMANENT, flags: NTF_SELF });
+  const body = encodeNeighBody({
+    ndm,
+    attrs: {
+      lladdr: parseMac(spec.mac),
+      ...(spec.dst === undefined ? {} : { dst: parseIp(spec.dst).bytes }),
+    },
+  });
+  return deleted(() => sock.request(R.RTM_DELNEIGH, 0, body));
+}
+
+/**
+ * Equivalent to: `bridge fdb show [dev INDEX]`. A bare ndmsg asks for every device's entries (a longer
+ * request would be read as a filtering ifinfomsg), so the index filter applies here.
+ */
+export function fdb(sock: NetlinkSocket, filter: { index?: number } = {}): FdbEntry[] {
+  const request = encodeNeighBody({ ndm: ndMsg({ family: AF_BRIDGE }), attrs: {} });
+  return sock
+    .dump(R.RTM_GETNEIGH, request)
+    .filter((m) => m.header.type === R.RTM_NEWNEIGH)
+    .map((m) => fdbFromBody(decodeNeighBody(m.payload)))
+    .filter((e) => filter.index === undefined || e.index === filter.index);
+}
