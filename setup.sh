@@ -13,7 +13,7 @@ for arg in "$@"; do
 done
 [ "${CI:-}" = "true" ] && start=0
 
-packages=(iproute2 tcpdump arping iputils-ping containernetworking-plugins python3-scapy build-essential)
+packages=(iproute2 tcpdump arping iputils-ping containernetworking-plugins python3-scapy build-essential podman runc busybox-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

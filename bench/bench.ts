@@ -4,7 +4,9 @@
  * test call.
  */
 import { execFileSync } from 'node:child_process';
-import { cpus, release } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, loadavg, release } from 'node:os';
+import { join } from 'node:path';
 import { ROOT } from '../test/testbed/node.js';
 import { runProfile } from './profile.js';
 import { type BenchReport, checksOf } from './report.js';
@@ -32,6 +34,8 @@ export interface BenchOptions {
   execTimeoutMs: number;
   /** The whole run stops (and cleans up) when this has passed. */
   deadlineMs: number;
+  /** Node flags for podwire's agent. */
+  agentFlags: string[];
   /** When set: only the profile run (scenario 2 on podwire under --cpu-prof), its output here. */
   profileDir?: string;
   /** Install SIGINT/SIGTERM/SIGHUP handlers that clean up (the CLI does; a test runner has its own). */
@@ -49,6 +53,7 @@ export const FULL: BenchOptions = {
   soakSampleEvery: 100,
   scalePods: 250,
   calibrationCalls: 50,
+  agentFlags: [],
   execTimeoutMs: 60_000,
   deadlineMs: 30 * 60_000,
   handleSignals: true,
@@ -70,27 +75,40 @@ export const QUICK: BenchOptions = {
 /** dpkg-query's format for the version field (a dpkg placeholder, not a template literal). */
 const DPKG_VERSION = '$' + '{Version}';
 
+/**
+ * The commit measured: git's HEAD (and whether src/ or relay/ differ from it), or, for a snapshot
+ * made with `git archive` (no .git), the `.bench-commit` file written next to it.
+ */
+function commitOf(text: (cmd: string, args: string[]) => string | undefined): string {
+  const head = text('git', ['rev-parse', '--short', 'HEAD']);
+  if (head === undefined) {
+    const file = join(ROOT, '.bench-commit');
+    return existsSync(file) ? `${readFileSync(file, 'utf8').trim()} (snapshot)` : 'unknown';
+  }
+  const status = text('git', ['status', '--porcelain', '--', 'src', 'relay']);
+  return status === '' ? head : `${head} + uncommitted changes in src/ or relay/`;
+}
+
 function meta(): Record<string, string | number> {
-  const text = (cmd: string, args: string[]): string => {
+  const text = (cmd: string, args: string[]): string | undefined => {
     try {
       return execFileSync(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
         .toString()
         .trim();
-    } catch (err) {
-      return `unknown (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`;
+    } catch {
+      return undefined; // reported as unknown by the caller
     }
   };
-  const dirty =
-    text('git', ['status', '--porcelain', '--', 'src', 'relay']) === ''
-      ? ''
-      : ' + uncommitted changes in src/ or relay/';
   return {
     date: new Date().toISOString(),
-    commit: `${text('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
+    commit: commitOf(text),
     kernel: release(),
     cpus: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}`,
     node: process.version,
-    reference: `containernetworking-plugins ${text('dpkg-query', ['-W', '-f', DPKG_VERSION, 'containernetworking-plugins'])}`,
+    'load average at start (1, 5, 15 min)': loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' '),
+    reference: `containernetworking-plugins ${text('dpkg-query', ['-W', '-f', DPKG_VERSION, 'containernetworking-plugins']) ?? 'unknown'}`,
   };
 }
 
@@ -99,7 +117,12 @@ export async function runBench(
   progress: (msg: string) => void = () => undefined,
 ): Promise<BenchReport> {
   const teardown = new Teardown(options.deadlineMs, { handleSignals: options.handleSignals });
-  const ctx: BenchContext = { teardown, progress, execTimeoutMs: options.execTimeoutMs };
+  const ctx: BenchContext = {
+    teardown,
+    progress,
+    execTimeoutMs: options.execTimeoutMs,
+    podwire: { nodeFlags: options.agentFlags },
+  };
   const report: BenchReport = { meta: meta(), checks: [] };
   const want = (n: number): boolean => options.scenarios.includes(n);
   try {
@@ -131,6 +154,10 @@ export async function runBench(
       if (want(5)) report.scale = await scenario((c) => runScale(c, { pods: o.scalePods }));
     }
     report.checks = checksOf(report);
+    // Other work on the machine during the run shows here (the bench itself keeps about one CPU busy).
+    report.meta['load average at end'] = loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
     return report;
   } catch (err) {
     // A signal or the deadline makes whatever was running fail in its own way; say why it stopped.

@@ -24,7 +24,7 @@ export async function runProfile(
   const out = resolve(dir);
   mkdirSync(out, { recursive: true });
   const before = new Set(readdirSync(out));
-  const podwire = await startPodwire(ctx.teardown, { cpuProfDir: out });
+  const podwire = await startPodwire(ctx.teardown, { ...ctx.podwire, cpuProfDir: out });
   const burst = await runBurst(ctx, options, { subjects: [podwire] });
   await podwire.agent?.stop();
   const written = readdirSync(out)

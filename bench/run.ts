@@ -6,6 +6,8 @@
  *   --json               the report as JSON on stdout (progress stays on stderr)
  *   --scenarios 1,2,5    only these (0 = floors/calibration, 1 sequential, 2 bursts, 3 soak, 4 OVS, 5 scale)
  *   --pods N             scenario 1 pod count
+ *   --soak-cycles N      scenario 3 cycle count
+ *   --agent-flags "..."  node flags for the agent, space-separated (e.g. "--max-semi-space-size=16")
  *   --profile DIR        instead: scenario 2 on podwire with the agent under --cpu-prof, profile summarised
  *   --deadline-s N       stop (and clean up) after N seconds
  *
@@ -47,6 +49,14 @@ function parseArgs(argv: string[]): { options: BenchOptions; json: boolean } {
         break;
       case '--pods':
         options.pods = count();
+        break;
+      case '--soak-cycles':
+        options.soakCycles = count();
+        break;
+      case '--agent-flags':
+        options.agentFlags = value()
+          .split(' ')
+          .filter((f) => f !== '');
         break;
       case '--profile':
         options.profileDir = value();

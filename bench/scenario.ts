@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type AgentShare, agentShare } from './agent-log.js';
 import type { BatchResult, ExecResult } from './exec-batch.js';
 import { createPods, type Pod } from './pods.js';
-import type { CniCommand, Subject, SubjectName } from './subjects.js';
+import type { CniCommand, PodwireOptions, Subject, SubjectName } from './subjects.js';
 import type { Teardown } from './teardown.js';
 
 export interface BenchContext {
@@ -15,6 +15,8 @@ export interface BenchContext {
   progress(msg: string): void;
   /** A plugin exec longer than this is killed and counts as failed. */
   execTimeoutMs: number;
+  /** How podwire's agent is started (node flags). */
+  podwire: PodwireOptions;
 }
 
 /** Why a call failed, or undefined when it succeeded. An ADD must also report at least one address. */

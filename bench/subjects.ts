@@ -95,10 +95,15 @@ class BenchNode extends TestNode {
 export interface PodwireOptions {
   /** Directory for the agent's --cpu-prof output; no profiling when absent. */
   cpuProfDir?: string;
+  /** More node flags for the agent (e.g. --max-semi-space-size=16, --heapsnapshot-signal=SIGUSR2). */
+  nodeFlags?: string[];
 }
 
 export async function startPodwire(teardown: Teardown, opts: PodwireOptions = {}): Promise<Subject> {
-  const flags = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
+  const flags = [
+    ...(opts.nodeFlags ?? []),
+    ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
+  ];
   const node = new BenchNode(flags);
   teardown.add('podwire node', () => node.cleanup());
   await node.setup();

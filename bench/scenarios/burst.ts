@@ -56,7 +56,7 @@ export async function runBurst(
   options: BurstOptions,
   run: BurstRunOptions = {},
 ): Promise<BurstResult> {
-  const subjects = run.subjects ?? (await startBoth(ctx.teardown));
+  const subjects = run.subjects ?? (await startBoth(ctx.teardown, ctx.podwire));
   await warmUp(ctx, subjects);
   const podwireBatches: TimedBatch[] = [];
   const sizes: BurstSize[] = [];

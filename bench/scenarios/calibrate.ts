@@ -34,7 +34,7 @@ export async function runCalibration(
   ctx: BenchContext,
   options: CalibrationOptions,
 ): Promise<CalibrationResult> {
-  const [podwire, reference] = (await startBoth(ctx.teardown)) as [Subject, Subject];
+  const [podwire, reference] = (await startBoth(ctx.teardown, ctx.podwire)) as [Subject, Subject];
   ctx.progress('calibration: exec floor, netns wrapper, VERSION round trips');
   const plain = (file: string, args: string[] = []): ExecSpec => ({
     tag: `exec ${file}`,

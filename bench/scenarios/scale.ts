@@ -40,7 +40,7 @@ export interface ScaleResult {
 const EDGE = 10;
 
 export async function runScale(ctx: BenchContext, options: ScaleOptions): Promise<ScaleResult> {
-  const subjects = await startBoth(ctx.teardown);
+  const subjects = await startBoth(ctx.teardown, ctx.podwire);
   await warmUp(ctx, subjects);
   const out: PerSubject<ScaleSubject> = {};
   for (const s of subjects) {

@@ -43,7 +43,7 @@ export async function runSequential(
   ctx: BenchContext,
   options: SequentialOptions,
 ): Promise<SequentialResult> {
-  const subjects = await startBoth(ctx.teardown);
+  const subjects = await startBoth(ctx.teardown, ctx.podwire);
   await warmUp(ctx, subjects);
   const batches = new Map<string, TimedBatch[]>();
   let done = 0;

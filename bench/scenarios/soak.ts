@@ -56,7 +56,7 @@ export interface SoakResult {
 }
 
 export async function runSoak(ctx: BenchContext, options: SoakOptions): Promise<SoakResult> {
-  const subjects = await startBoth(ctx.teardown);
+  const subjects = await startBoth(ctx.teardown, ctx.podwire);
   await warmUp(ctx, subjects);
   const podwire = subjects.find((s) => s.agent);
   const agent = podwire?.agent;

@@ -6,19 +6,24 @@
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
 import type { GatewayAddress } from '../datapath/datapath.js';
-import { BridgeDatapath } from '../datapath/linux-bridge/bridge-datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
 import { formatIp } from '../ipam/ip.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
-import { writeSysctl } from '../kernel/sysctl.js';
+import { startCluster } from './cluster-start.js';
 import { CniDispatcher } from './cni-dispatch.js';
 import { CniServer } from './cni-server.js';
 import type { AgentConfig } from './config.js';
 import type { AgentContext } from './context.js';
+import { controlMethods } from './control-methods.js';
+import { ControlServer, controlSocketPath } from './control-server.js';
+import { createDatapath } from './datapath-select.js';
 import type { Logger } from './log.js';
+import { CniMetrics } from './metrics.js';
+import { agentGauges } from './metrics-gauges.js';
+import { MetricsServer } from './metrics-server.js';
 import { reconcile } from './reconcile.js';
 import { Scheduler } from './scheduler.js';
 
@@ -51,7 +56,7 @@ export class Agent {
     this.#closers = closers;
   }
 
-  static async start(config: AgentConfig, log: Logger): Promise<Agent> {
+  static async start(given: AgentConfig, log: Logger): Promise<Agent> {
     /** Undo steps for what is open so far, run in reverse order on failure or stop. */
     const closers: Array<() => unknown> = [];
     try {
@@ -59,26 +64,40 @@ export class Agent {
       closers.push(() => home.close());
       const nl = Rtnetlink.open({ async: true });
       closers.push(() => nl.close());
+      // In cluster mode the pod CIDRs come from the store and the MTU pays for encapsulation.
+      const cluster = await startCluster(given, nl, log, closers);
+      const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       closers.push(() => store.close());
       const ipam = await NodeLocalAllocator.open(config.podCIDRs, store);
-      const datapath = new BridgeDatapath({
-        nl,
-        bridge: config.bridge,
-        mtu: config.mtu,
-        gateways: gatewaysOf(config.podCIDRs),
-        sysctl: writeSysctl,
-      });
+      const datapath = createDatapath(config, nl, gatewaysOf(config.podCIDRs));
       await datapath.start();
       closers.push(() => datapath.stop());
       const announcer = new Announcer(ANNOUNCE, (key, err) =>
         log.warn('announcement round failed', { attachment: key, err: String(err) }),
       );
       closers.push(() => announcer.cancelAll());
-      const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log };
+      const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log, cluster: cluster.node };
       await reconcile(ctx);
       const scheduler = new Scheduler(config.maxParallel);
-      const dispatcher = new CniDispatcher(ctx, scheduler);
+      const metrics = new CniMetrics();
+      const dispatcher = new CniDispatcher(ctx, scheduler, metrics);
+      if (config.metricsAddress) {
+        const server = new MetricsServer(
+          [metrics.requests, metrics.duration],
+          agentGauges(ctx, scheduler),
+          log,
+        );
+        await server.listen(config.metricsAddress);
+        closers.push(() => server.close());
+      }
+      const control = new ControlServer(
+        controlSocketPath(config.socket),
+        controlMethods(ctx, scheduler, new Date()),
+        log,
+      );
+      await control.listen();
+      closers.push(() => control.close());
       const server = new CniServer(config.socket, (req) => dispatcher.handle(req.env, req.stdin), log);
       await server.listen();
       log.info('agent started', {

@@ -5,6 +5,7 @@
 import { PodwireError } from '../cni/errors.js';
 import type { Attachment, CniResult } from '../cni/types.js';
 import type { Allocation } from '../ipam/allocator.js';
+import { EthtoolSocket } from '../kernel/ethtool.js';
 import { KernelError } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { inNetns, openPodNetns } from '../kernel/netns.js';
@@ -57,6 +58,10 @@ export async function cmdAdd(
     t.mark('veth');
 
     const pod = configurePodInterface(podNl, att.ifname, allocations);
+    if (!datapath.podTxChecksumming) {
+      using ethtool = inNetns(podNs, home, () => EthtoolSocket.open());
+      ethtool.setTxChecksumming(att.ifname, false);
+    }
     t.mark('pod');
     await datapath.attachPort({
       hostIfname: hostName,
@@ -65,6 +70,7 @@ export async function cmdAdd(
       ifname: att.ifname,
       podMac: pod.mac,
       podIps: allocations.map((a) => a.ip),
+      pod: att.pod,
     });
     rollback.push('datapath', () => datapath.detachPort(hostName));
     t.mark('datapath');

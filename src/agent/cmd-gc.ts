@@ -26,6 +26,7 @@ export async function cmdGc(ctx: AgentContext, valid: Attachment[], log: Logger)
   }
   for (const link of ctx.nl.links()) {
     if (link.kind !== 'veth' || !link.name.startsWith(HOST_VETH_PREFIX) || keepVeths.has(link.name)) continue;
+    await ctx.datapath.detachPort(link.name);
     if (ctx.nl.deleteLinkByName(link.name)) report.vethsRemoved.push(link.name);
   }
   log.info('gc done', { released: report.released.length, vethsRemoved: report.vethsRemoved });

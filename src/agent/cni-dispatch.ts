@@ -8,7 +8,7 @@ import { parseNetConf, parseVersionRequest } from '../cni/config.js';
 import { parseEnv, podIdentity } from '../cni/env.js';
 import { PodwireError, toCniErrorObject } from '../cni/errors.js';
 import { formatResult, formatVersionResult } from '../cni/result.js';
-import type { CniEnv, NetConf } from '../cni/types.js';
+import { CNI_COMMANDS, type CniEnv, type NetConf } from '../cni/types.js';
 import { LATEST_VERSION } from '../cni/versions.js';
 import { cmdAdd } from './cmd-add.js';
 import { cmdCheck } from './cmd-check.js';
@@ -18,6 +18,7 @@ import { cmdStatus } from './cmd-status.js';
 import type { AgentContext } from './context.js';
 import { attachmentKey } from './host-veth.js';
 import type { Logger } from './log.js';
+import type { CniMetrics } from './metrics.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface CniAnswer {
@@ -40,14 +41,25 @@ function sniffVersion(stdin: Buffer): string {
 export class CniDispatcher {
   readonly #ctx: AgentContext;
   readonly #scheduler: Scheduler;
+  readonly #metrics: CniMetrics;
 
-  constructor(ctx: AgentContext, scheduler: Scheduler) {
+  constructor(ctx: AgentContext, scheduler: Scheduler, metrics: CniMetrics) {
     this.#ctx = ctx;
     this.#scheduler = scheduler;
+    this.#metrics = metrics;
   }
 
   async handle(env: Record<string, string>, stdin: Buffer): Promise<CniAnswer> {
     const started = performance.now();
+    const answer = await this.#handle(env, stdin, started);
+    const code = answer.exitCode === 0 ? 0 : ((JSON.parse(answer.stdout) as { code?: number }).code ?? 100);
+    // Only known commands become label values: a runtime's typo must not grow the series without bound.
+    const command = CNI_COMMANDS.find((c) => c === env.CNI_COMMAND) ?? 'invalid';
+    this.#metrics.record(command, code, (performance.now() - started) / 1000);
+    return answer;
+  }
+
+  async #handle(env: Record<string, string>, stdin: Buffer, started: number): Promise<CniAnswer> {
     const log = this.#ctx.log.child({ req: randomUUID().slice(0, 8) });
     let version = sniffVersion(stdin);
     let command = env.CNI_COMMAND ?? '';

@@ -7,13 +7,20 @@ import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { PodwireError } from '../cni/errors.js';
 import { parseCidr } from '../ipam/cidr.js';
+import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
 
 export interface AgentConfig {
   /** One or two pod CIDRs, at most one per family; the first address of each is the gateway. */
   podCIDRs: string[];
-  datapath: 'linux-bridge';
-  /** The bridge that holds the gateway addresses. */
+  datapath: 'linux-bridge' | 'ovs';
+  /** The bridge: a Linux bridge holding the gateway addresses, or the OVS bridge. */
   bridge: string;
+  /** ovs: the internal port that holds the gateway addresses. */
+  gateway: string;
+  /** ovs: the OVSDB socket, `unix:PATH`; the bridge's OpenFlow socket is `BRIDGE.mgmt` beside it. */
+  ovsdb: string;
+  /** ovs: the bridge's datapath type; `netdev` is the userspace datapath (no kernel module needed). */
+  ovsDatapathType: 'system' | 'netdev';
   mtu: number;
   /** The unix socket the CNI relay connects to (mode 0600). */
   socket: string;
@@ -21,18 +28,43 @@ export interface AgentConfig {
   stateDir: string;
   /** How many CNI calls on different attachments run at once. */
   maxParallel: number;
+  /** Cluster mode (store, CIDR pool, node identity, traffic mode); absent on a single node. */
+  cluster?: ClusterSettings;
+  /** The Prometheus endpoint, "host:port"; off when absent. */
+  metricsAddress?: string;
 }
 
 export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   datapath: 'linux-bridge',
   bridge: 'podwire0',
+  gateway: 'podwire-gw0',
+  ovsdb: 'unix:/run/openvswitch/db.sock',
+  ovsDatapathType: 'system',
   mtu: 1500,
   socket: '/run/podwire/cni.sock',
   stateDir: '/var/lib/podwire',
   maxParallel: 32,
 };
 
-const KEYS = new Set(['podCIDRs', 'datapath', 'bridge', 'mtu', 'socket', 'stateDir', 'maxParallel']);
+/** The bridge of `datapath: ovs` when the config names none. */
+export const DEFAULT_OVS_BRIDGE = 'br-podwire';
+
+const KEYS = new Set([
+  'podCIDRs',
+  'datapath',
+  'bridge',
+  'gateway',
+  'ovsdb',
+  'ovsDatapathType',
+  'mtu',
+  'socket',
+  'stateDir',
+  'maxParallel',
+  'metricsAddress',
+  ...CLUSTER_KEYS,
+]);
+/** Keys that mean something only to the OVS datapath. */
+const OVS_KEYS = ['gateway', 'ovsdb', 'ovsDatapathType'] as const;
 const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 function bad(key: string, why: string): PodwireError {
@@ -52,8 +84,11 @@ export function parseAgentConfig(text: string): AgentConfig {
   for (const key of Object.keys(obj)) if (!KEYS.has(key)) throw bad(key, 'unknown key');
 
   const cfg: AgentConfig = { ...DEFAULT_CONFIG, podCIDRs: [] };
-  const cidrs = obj.podCIDRs;
-  if (!Array.isArray(cidrs) || cidrs.length < 1 || cidrs.length > 2) {
+  const cluster = parseClusterSettings(obj);
+  if (cluster) cfg.cluster = cluster;
+  // In cluster mode the node's CIDRs may come from the store (leased, or the static file).
+  const cidrs = obj.podCIDRs ?? (cluster ? [] : undefined);
+  if (!Array.isArray(cidrs) || cidrs.length > 2 || (cidrs.length < 1 && !cluster)) {
     throw bad('podCIDRs', 'must be a list of one or two CIDRs');
   }
   const families = new Set<number>();
@@ -70,14 +105,33 @@ export function parseAgentConfig(text: string): AgentConfig {
     cfg.podCIDRs.push(c);
   }
   if (obj.datapath !== undefined) {
-    if (obj.datapath !== 'linux-bridge')
-      throw bad('datapath', `${JSON.stringify(obj.datapath)} is not supported (linux-bridge)`);
+    if (obj.datapath !== 'linux-bridge' && obj.datapath !== 'ovs')
+      throw bad('datapath', `${JSON.stringify(obj.datapath)} is not supported (linux-bridge, ovs)`);
     cfg.datapath = obj.datapath;
   }
-  if (obj.bridge !== undefined) {
-    if (typeof obj.bridge !== 'string' || !IFNAME.test(obj.bridge))
-      throw bad('bridge', 'must be an interface name of 1-15 characters');
-    cfg.bridge = obj.bridge;
+  if (cfg.datapath === 'ovs') cfg.bridge = DEFAULT_OVS_BRIDGE;
+  for (const key of ['bridge', 'gateway'] as const) {
+    const v = obj[key];
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || !IFNAME.test(v))
+      throw bad(key, 'must be an interface name of 1-15 characters');
+    cfg[key] = v;
+  }
+  for (const key of OVS_KEYS) {
+    if (obj[key] !== undefined && cfg.datapath !== 'ovs')
+      throw bad(key, 'only meaningful with datapath: ovs');
+  }
+  if (cfg.datapath === 'ovs' && cfg.gateway === cfg.bridge) throw bad('gateway', 'must differ from bridge');
+  if (obj.ovsdb !== undefined) {
+    const v = obj.ovsdb;
+    if (typeof v !== 'string' || !v.startsWith('unix:') || !isAbsolute(v.slice(5)))
+      throw bad('ovsdb', 'must be unix:ABSOLUTE-PATH (only unix sockets are supported)');
+    cfg.ovsdb = v;
+  }
+  if (obj.ovsDatapathType !== undefined) {
+    if (obj.ovsDatapathType !== 'system' && obj.ovsDatapathType !== 'netdev')
+      throw bad('ovsDatapathType', `${JSON.stringify(obj.ovsDatapathType)} is not one of system, netdev`);
+    cfg.ovsDatapathType = obj.ovsDatapathType;
   }
   if (obj.mtu !== undefined) {
     const min = families.has(6) ? 1280 : 576;
@@ -101,6 +155,13 @@ export function parseAgentConfig(text: string): AgentConfig {
       throw bad('maxParallel', 'must be an integer from 1 to 1024');
     }
     cfg.maxParallel = obj.maxParallel as number;
+  }
+  if (obj.metricsAddress !== undefined) {
+    const v = obj.metricsAddress;
+    if (typeof v !== 'string' || !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(v)) {
+      throw bad('metricsAddress', 'must be HOST:PORT, e.g. 127.0.0.1:9105 or [::1]:9105');
+    }
+    cfg.metricsAddress = v;
   }
   return cfg;
 }

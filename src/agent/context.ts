@@ -4,6 +4,7 @@ import type { Datapath } from '../datapath/datapath.js';
 import type { NodeLocalAllocator } from '../ipam/allocator.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { NetnsHandle } from '../kernel/netns.js';
+import type { ClusterNode } from './cluster-node.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
 
@@ -20,4 +21,6 @@ export interface AgentContext {
   datapath: Datapath;
   announcer: Announcer;
   log: Logger;
+  /** This node's cluster membership; undefined on a single node. */
+  cluster: ClusterNode | undefined;
 }

@@ -44,6 +44,7 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     requestsInFlight: scheduler.inFlight,
     announcementFrames: ctx.announcer.framesSent,
     openDescriptors: readdirSync('/proc/self/fd').length,
+    cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
   };
 }
 

@@ -30,6 +30,7 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
     const name = hostVethName(att.containerId, att.ifname);
     const link = veths.get(name);
     if (!link) {
+      await ctx.datapath.detachPort(name);
       await ctx.ipam.release(att);
       report.released.push({ containerId: att.containerId, ifname: att.ifname });
       continue;
@@ -48,7 +49,13 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
   }
   for (const name of veths.keys()) {
     if (explained.has(name)) continue;
+    await ctx.datapath.detachPort(name);
     if (ctx.nl.deleteLinkByName(name)) report.vethsRemoved.push(name);
+  }
+  // Pod ports whose veth and allocation are both gone (an OVS port outlives its veth as an OVSDB row).
+  // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours.
+  for (const name of await ctx.datapath.ports()) {
+    if (name.startsWith(HOST_VETH_PREFIX) && !explained.has(name)) await ctx.datapath.detachPort(name);
   }
   ctx.log.info('reconciled', {
     kept: report.kept,

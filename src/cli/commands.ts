@@ -39,8 +39,26 @@ export const COMMANDS: Record<string, Command> = {
         requestsInFlight: number;
         announcementFrames: number;
         openDescriptors: number;
+        cluster?: {
+          node: { name: string; underlayIP: string };
+          store: string;
+          health: { ok: boolean; error?: string; since: string };
+          registered: boolean;
+          mode: string;
+          overlay: { peers: string[]; skipped: Array<{ name: string; reason: string }> };
+        };
       };
       const dp = s.datapath.ready ? 'ready' : `NOT READY: ${s.datapath.reason}`;
+      const c = s.cluster;
+      const cluster = c
+        ? [
+            `node:         ${c.node.name} (underlay ${c.node.underlayIP})${c.registered ? '' : ', NOT REGISTERED yet'}`,
+            `store:        ${c.store}: ${c.health.ok ? 'healthy' : `UNREACHABLE (${c.health.error})`} since ${age(c.health.since)}`,
+            `traffic:      ${c.mode}`,
+            `peers:        ${c.overlay.peers.length === 0 ? '(none)' : c.overlay.peers.join(', ')}`,
+            ...c.overlay.skipped.map((k) => `  skipped:    ${k.name}: ${k.reason}`),
+          ]
+        : [];
       return [
         `agent:        pid ${s.pid}, up ${age(s.startedAt)}`,
         `pod CIDRs:    ${s.podCIDRs.join(', ')}`,
@@ -49,6 +67,7 @@ export const COMMANDS: Record<string, Command> = {
         `in flight:    ${s.requestsInFlight}`,
         `announced:    ${s.announcementFrames} frames`,
         `descriptors:  ${s.openDescriptors}`,
+        ...cluster,
         '',
       ].join('\n');
     }),

@@ -17,9 +17,15 @@ export interface PodPort {
   hostIfindex: number;
   containerId: string;
   ifname: string;
-  /** MAC and addresses of the pod side, for datapaths that guard or route by them. */
+  /**
+   * MAC and addresses of the pod side, for datapaths that guard or route by them. Both are empty when
+   * reconcile re-attaches a running pod after a restart: a datapath that needs them reads what it
+   * recorded at the first attach.
+   */
   podMac: string;
   podIps: string[];
+  /** The Kubernetes pod as "namespace/name" (CNI_ARGS K8S_POD_NAMESPACE, K8S_POD_NAME), when sent. */
+  pod?: string | undefined;
 }
 
 export interface DatapathStatus {
@@ -30,6 +36,11 @@ export interface DatapathStatus {
 
 export interface Datapath {
   readonly kind: string;
+  /**
+   * False when the datapath cannot carry frames whose transmit checksum the pod's kernel left to
+   * offload (OVS's userspace datapath): ADD then turns tx-checksumming off on the pod side of the veth.
+   */
+  readonly podTxChecksumming: boolean;
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
   start(): Promise<void>;
   /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */

@@ -1,7 +1,7 @@
 /** The agent configuration: defaults, and every bad key or value refused with its name. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { DEFAULT_CONFIG, parseAgentConfig } from '../../src/agent/config.js';
+import { DEFAULT_CONFIG, DEFAULT_OVS_BRIDGE, parseAgentConfig } from '../../src/agent/config.js';
 import { PodwireError } from '../../src/cni/errors.js';
 
 describe('agent config', () => {
@@ -25,6 +25,7 @@ describe('agent config', () => {
       ].join('\n'),
     );
     assert.deepEqual(cfg, {
+      ...DEFAULT_CONFIG,
       podCIDRs: ['10.244.1.0/24', 'fd00:10:244:1::/64'],
       datapath: 'linux-bridge',
       bridge: 'br-pods',
@@ -35,6 +36,34 @@ describe('agent config', () => {
     });
   });
 
+  test('datapath ovs: bridge br-podwire, gateway podwire-gw0, system datapath, default OVSDB socket', () => {
+    const cfg = parseAgentConfig('podCIDRs: ["10.244.1.0/24"]\ndatapath: ovs');
+    assert.equal(cfg.datapath, 'ovs');
+    assert.equal(cfg.bridge, DEFAULT_OVS_BRIDGE);
+    assert.equal(cfg.bridge, 'br-podwire');
+    assert.equal(cfg.gateway, 'podwire-gw0');
+    assert.equal(cfg.ovsdb, 'unix:/run/openvswitch/db.sock');
+    assert.equal(cfg.ovsDatapathType, 'system');
+  });
+
+  test('datapath ovs: every OVS key read as written', () => {
+    const cfg = parseAgentConfig(
+      [
+        'podCIDRs: ["10.244.1.0/24"]',
+        'datapath: ovs',
+        'bridge: br-int',
+        'gateway: gw0',
+        'ovsdb: unix:/tmp/ovs/db.sock',
+        'ovsDatapathType: netdev',
+      ].join('\n'),
+    );
+    assert.deepEqual(
+      [cfg.bridge, cfg.gateway, cfg.ovsdb, cfg.ovsDatapathType],
+      ['br-int', 'gw0', 'unix:/tmp/ovs/db.sock', 'netdev'],
+    );
+  });
+
+  const OVS = 'podCIDRs: ["10.0.0.0/24"]\ndatapath: ovs\n';
   const BAD: Array<[string, string, RegExp]> = [
     ['unknown key', 'podCIDRs: ["10.0.0.0/24"]\npodCidr: x', /podCidr: unknown key/],
     ['no podCIDRs', 'bridge: x', /podCIDRs/],
@@ -43,7 +72,27 @@ describe('agent config', () => {
     ['host bits set', 'podCIDRs: ["10.0.0.1/24"]', /podCIDRs: 10.0.0.1\/24/],
     ['not a CIDR', 'podCIDRs: ["banana"]', /podCIDRs: banana/],
     ['a /32', 'podCIDRs: ["10.0.0.0/32"]', /podCIDRs/],
-    ['ovs datapath (not yet)', 'podCIDRs: ["10.0.0.0/24"]\ndatapath: ovs', /datapath/],
+    ['unknown datapath', 'podCIDRs: ["10.0.0.0/24"]\ndatapath: vpp', /datapath: "vpp" is not supported/],
+    ['ovsdb over TCP', `${OVS}ovsdb: tcp:127.0.0.1:6640`, /ovsdb: must be unix:/],
+    ['relative ovsdb socket', `${OVS}ovsdb: unix:db.sock`, /ovsdb: must be unix:/],
+    ['unknown ovsDatapathType', `${OVS}ovsDatapathType: dpdk`, /ovsDatapathType: "dpdk" is not one of/],
+    ['long gateway name', `${OVS}gateway: abcdefghijklmnop`, /gateway: must be an interface name/],
+    ['gateway named like the bridge', `${OVS}bridge: br0\ngateway: br0`, /gateway: must differ from bridge/],
+    [
+      'gateway without ovs',
+      'podCIDRs: ["10.0.0.0/24"]\ngateway: gw0',
+      /gateway: only meaningful with datapath: ovs/,
+    ],
+    [
+      'ovsdb without ovs',
+      'podCIDRs: ["10.0.0.0/24"]\novsdb: unix:/x',
+      /ovsdb: only meaningful with datapath: ovs/,
+    ],
+    [
+      'ovsDatapathType without ovs',
+      'podCIDRs: ["10.0.0.0/24"]\ndatapath: linux-bridge\novsDatapathType: netdev',
+      /ovsDatapathType: only meaningful/,
+    ],
     ['long bridge name', 'podCIDRs: ["10.0.0.0/24"]\nbridge: abcdefghijklmnop', /bridge/],
     ['mtu too small for IPv6', 'podCIDRs: ["fd00::/64"]\nmtu: 1000', /mtu/],
     ['mtu not a number', 'podCIDRs: ["10.0.0.0/24"]\nmtu: big', /mtu/],

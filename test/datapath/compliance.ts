@@ -26,14 +26,33 @@ export interface DatapathEnv {
 
 const GATEWAYS: GatewayAddress[] = [{ family: 4, address: '10.250.0.1', prefixLength: 24 }];
 
-export function datapathCompliance(name: string, make: (env: DatapathEnv) => Datapath): void {
+/** What an implementation needs around the suite, e.g. its own daemons in the node namespace. */
+export interface ComplianceHooks {
+  /** Runs once the node namespace exists, before any test. */
+  before?(env: DatapathEnv): Promise<void>;
+  /** Runs after every test, pass or fail, before the namespaces are removed. */
+  after?(): Promise<void>;
+}
+
+export function datapathCompliance(
+  name: string,
+  makeDatapath: (env: DatapathEnv) => Datapath,
+  hooks: ComplianceHooks = {},
+): void {
   describe(`Datapath compliance: ${name}`, () => {
     const spaces = new NamespaceSet();
     const handles: NetnsHandle[] = [];
+    /** Every datapath a test made; stopped at the end so none holds a connection open. */
+    const made: Datapath[] = [];
     let env: DatapathEnv;
     let home: NetnsHandle;
     let node: NetnsHandle;
     let nextPod = 2;
+    const make = (e: DatapathEnv): Datapath => {
+      const dp = makeDatapath(e);
+      made.push(dp);
+      return dp;
+    };
 
     before(async () => {
       const nodeNs = await spaces.add('dp');
@@ -44,8 +63,11 @@ export function datapathCompliance(name: string, make: (env: DatapathEnv) => Dat
       const nl = inNetns(node, home, () => Rtnetlink.open());
       const sysctl: SysctlWriter = (key, value) => inNetns(node, home, () => writeSysctl(key, value));
       env = { nl, sysctl, gateways: GATEWAYS, nodeNs };
+      await hooks.before?.(env);
     });
     after(async () => {
+      for (const dp of made) await dp.stop();
+      await hooks.after?.();
       env?.nl.close();
       for (const h of handles) h.close();
       await spaces.cleanup();
@@ -88,6 +110,7 @@ export function datapathCompliance(name: string, make: (env: DatapathEnv) => Dat
 
     test('is not ready before start; start is idempotent', async () => {
       const dp = make(env);
+      assert.equal(typeof dp.podTxChecksumming, 'boolean');
       assert.equal(dp.status().ready, false);
       await dp.start();
       await dp.start();

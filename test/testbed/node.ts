@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
+import { OvsInstance } from './ovs.js';
 
 export const ROOT = resolve(import.meta.dirname, '../../..');
 export const RELAY = join(ROOT, 'bin/podwire-cni');
@@ -32,6 +33,11 @@ export interface NodeOptions {
   nodeNs?: string;
   /** More agent configuration keys; a key set to null is left out of the file. */
   config?: Record<string, unknown>;
+  /**
+   * `ovs`: the node gets a private Open vSwitch (test/testbed/ovs.ts, userspace datapath) and the
+   * agent runs `datapath: ovs` on bridge br-podwire unless `bridge` says otherwise.
+   */
+  datapath?: 'linux-bridge' | 'ovs';
 }
 
 export interface CniCall {
@@ -58,6 +64,8 @@ export class TestNode {
   readonly socket: string;
   readonly configPath: string;
   readonly options: Required<Omit<NodeOptions, 'nodeNs' | 'config'>>;
+  /** The node's private OVS, when `datapath` is 'ovs'; running from setup() to cleanup(). */
+  ovs: OvsInstance | undefined;
   readonly #given: Pick<NodeOptions, 'nodeNs' | 'config'>;
   nodeNs = '';
   agent: ChildProcess | undefined;
@@ -71,7 +79,8 @@ export class TestNode {
     this.configPath = join(this.dir, 'agent.yaml');
     this.options = {
       podCIDRs: options.podCIDRs ?? ['10.244.1.0/24', 'fd00:10:244:1::/64'],
-      bridge: options.bridge ?? 'podwire0',
+      datapath: options.datapath ?? 'linux-bridge',
+      bridge: options.bridge ?? (options.datapath === 'ovs' ? 'br-podwire' : 'podwire0'),
       mtu: options.mtu ?? 1500,
       maxParallel: options.maxParallel ?? 32,
     };
@@ -82,10 +91,12 @@ export class TestNode {
     this.nodeNs = this.#given.nodeNs ?? (await this.ns.add('node'));
     await run('ip', ['-n', this.nodeNs, 'link', 'set', 'lo', 'up']);
     const o = this.options;
+    if (o.datapath === 'ovs') this.ovs = await OvsInstance.start(this.nodeNs);
     const config: Record<string, unknown> = {
       podCIDRs: o.podCIDRs,
-      datapath: 'linux-bridge',
+      datapath: o.datapath,
       bridge: o.bridge,
+      ...(this.ovs ? { ovsdb: this.ovs.ovsdb, ovsDatapathType: 'netdev' } : {}),
       mtu: o.mtu,
       socket: this.socket,
       stateDir: join(this.dir, 'state'),
@@ -224,6 +235,7 @@ export class TestNode {
 
   async cleanup(): Promise<void> {
     await this.stopAgent('SIGKILL');
+    await this.ovs?.stop();
     await this.ns.cleanup();
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
   }

@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+/**
+ * The DaemonSet's init container: renders this node's agent configuration and installs the CNI plugin
+ * on the host. In order, each step only after the previous one succeeded:
+ *
+ *   1. agent.yaml from the ConfigMap, with podCIDRs replaced by the Node's spec.podCIDRs (mode `node`)
+ *      or kept (mode `config`), checked with the agent's own parser, written for the agent container;
+ *   2. the conflist checked with the CNI layer's parser, its socket compared with the agent's;
+ *   3. the relay installed as CNI_BIN_DIR/podwire;
+ *   4. the conflist installed as CNI_NET_DIR/10-podwire.conflist, last: a runtime takes the network
+ *      as ready once the conflist exists, so the plugin it names must already be there.
+ *
+ * Every file is written beside its target and renamed over it: a runtime executing the old relay, or
+ * reading the conflist, never sees a half-written file (and overwriting a running binary fails with
+ * ETXTBSY). Any failure exits 1 with one JSON line saying why; the kubelet restarts the container.
+ *
+ * Environment (defaults are the DaemonSet's paths):
+ *   NODE_NAME                    this node (downward API, spec.nodeName); needed in mode `node`
+ *   PODWIRE_POD_CIDRS            `node` (default) or `config`
+ *   PODWIRE_CONFIG_IN            the ConfigMap's directory            /etc/podwire-config
+ *   PODWIRE_CONFIG_OUT           the agent's configuration directory  /etc/podwire
+ *   CNI_BIN_DIR, CNI_NET_DIR     the host's, as mounted               /host/opt/cni/bin, /host/etc/cni/net.d
+ *   PODWIRE_RELAY                the relay in the image               /opt/podwire/bin/podwire-cni
+ *   PODWIRE_API_SERVER           the API's base URL; default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT
+ *   PODWIRE_SERVICE_ACCOUNT_DIR  token and ca.crt                     /var/run/secrets/kubernetes.io/serviceaccount
+ */
+import { chmodSync, copyFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { basename, dirname, join } from 'node:path';
+import { parseDocument } from 'yaml';
+import { DEFAULT_CONFIG, parseAgentConfig } from '../dist/src/agent/config.js';
+import { parseNetConf } from '../dist/src/cni/config.js';
+
+const CONFLIST = '10-podwire.conflist';
+const API_TIMEOUT_MS = 10_000;
+
+const env = (name, fallback) => process.env[name] || fallback;
+
+function log(level, msg, fields = {}) {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+}
+
+class InstallError extends Error {}
+
+/** `write`s a file beside `target` and renames it over: readers see the old file or the new one. */
+function replaceFile(target, write) {
+  const tmp = join(dirname(target), `.${basename(target)}.tmp`);
+  write(tmp);
+  renameSync(tmp, target);
+}
+
+/** GET `path` from the API server as JSON, with the service account's token. */
+function getJson(path) {
+  const saDir = env('PODWIRE_SERVICE_ACCOUNT_DIR', '/var/run/secrets/kubernetes.io/serviceaccount');
+  const host = process.env.KUBERNETES_SERVICE_HOST;
+  const port = process.env.KUBERNETES_SERVICE_PORT;
+  const base = process.env.PODWIRE_API_SERVER || (host && port ? `https://${host.includes(':') ? `[${host}]` : host}:${port}` : '');
+  if (base === '') throw new InstallError('no API server: KUBERNETES_SERVICE_HOST/PORT (or PODWIRE_API_SERVER) unset');
+  const url = new URL(path, base);
+  const token = readFileSync(join(saDir, 'token'), 'utf8').trim();
+  const caPath = join(saDir, 'ca.crt');
+  const options = {
+    headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+    timeout: API_TIMEOUT_MS,
+    ...(url.protocol === 'https:' && existsSync(caPath) ? { ca: readFileSync(caPath) } : {}),
+  };
+  return new Promise((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? https : http).get(url, options, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => {
+        body += d;
+      });
+      res.on('end', () => {
+        if (res.statusCode !== 200) {
+          reject(new InstallError(`GET ${url.pathname}: HTTP ${res.statusCode}: ${body.slice(0, 300)}`));
+          return;
+        }
+        try {
+          resolve(JSON.parse(body));
+        } catch (err) {
+          reject(new InstallError(`GET ${url.pathname}: not JSON`, { cause: err }));
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy(new InstallError(`GET ${url.pathname}: no answer in ${API_TIMEOUT_MS} ms`)));
+    req.on('error', reject);
+  });
+}
+
+/** The Node's pod CIDRs (spec.podCIDRs, or the older single spec.podCIDR). */
+async function nodePodCIDRs(nodeName) {
+  const node = await getJson(`/api/v1/nodes/${encodeURIComponent(nodeName)}`);
+  const cidrs = node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []);
+  if (!Array.isArray(cidrs) || cidrs.length === 0) {
+    throw new InstallError(
+      `node ${nodeName} has no spec.podCIDRs: let the controller manager allocate them ` +
+        '(--allocate-node-cidrs, kubeadm --pod-network-cidr), or set PODWIRE_POD_CIDRS=config on a single node',
+    );
+  }
+  return cidrs;
+}
+
+/** Step 1: the agent configuration for this node, as text, checked by the agent's parser. */
+async function renderAgentConfig(configIn) {
+  const doc = parseDocument(readFileSync(join(configIn, 'agent.yaml'), 'utf8'));
+  if (doc.errors.length > 0) throw new InstallError(`agent.yaml: ${doc.errors[0].message}`);
+  const mode = env('PODWIRE_POD_CIDRS', 'node');
+  if (mode === 'node') {
+    const nodeName = process.env.NODE_NAME;
+    if (!nodeName) throw new InstallError('NODE_NAME is unset (the DaemonSet sets it from spec.nodeName)');
+    const cidrs = await nodePodCIDRs(nodeName);
+    doc.set('podCIDRs', cidrs);
+    log('info', 'pod CIDRs from the node', { node: nodeName, podCIDRs: cidrs });
+  } else if (mode !== 'config') {
+    throw new InstallError(`PODWIRE_POD_CIDRS=${mode}: must be node or config`);
+  }
+  const text = doc.toString();
+  return { text, config: parseAgentConfig(text) };
+}
+
+/** Step 2: the conflist's plugins, each checked as the agent will check it; the socket must match. */
+function checkConflist(text, agentSocket) {
+  let list;
+  try {
+    list = JSON.parse(text);
+  } catch (err) {
+    throw new InstallError(`${CONFLIST}: not JSON`, { cause: err });
+  }
+  if (!Array.isArray(list?.plugins) || list.plugins.length === 0) throw new InstallError(`${CONFLIST}: no plugins`);
+  for (const plugin of list.plugins) {
+    const conf = parseNetConf(JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }), 'ADD');
+    if (conf.type !== 'podwire') continue;
+    const socket = conf.socket ?? DEFAULT_CONFIG.socket;
+    if (socket !== agentSocket) {
+      throw new InstallError(`${CONFLIST}: socket ${socket} is not the agent's (${agentSocket})`);
+    }
+  }
+}
+
+async function main() {
+  const configIn = env('PODWIRE_CONFIG_IN', '/etc/podwire-config');
+  const configOut = env('PODWIRE_CONFIG_OUT', '/etc/podwire');
+  const binDir = env('CNI_BIN_DIR', '/host/opt/cni/bin');
+  const netDir = env('CNI_NET_DIR', '/host/etc/cni/net.d');
+  const relay = env('PODWIRE_RELAY', '/opt/podwire/bin/podwire-cni');
+
+  const { text, config } = await renderAgentConfig(configIn);
+  const conflist = readFileSync(join(configIn, CONFLIST), 'utf8');
+  checkConflist(conflist, config.socket);
+
+  replaceFile(join(configOut, 'agent.yaml'), (tmp) => writeFileSync(tmp, text));
+  replaceFile(join(binDir, 'podwire'), (tmp) => {
+    copyFileSync(relay, tmp);
+    chmodSync(tmp, 0o755);
+  });
+  replaceFile(join(netDir, CONFLIST), (tmp) => writeFileSync(tmp, conflist));
+  log('info', 'installed', {
+    config: join(configOut, 'agent.yaml'),
+    plugin: join(binDir, 'podwire'),
+    conflist: join(netDir, CONFLIST),
+    podCIDRs: config.podCIDRs,
+  });
+}
+
+main().catch((err) => {
+  // InstallError and the parsers' PodwireError carry messages meant for the operator.
+  log('error', 'install failed', { error: err instanceof Error ? err.message : String(err), code: err?.code });
+  process.exitCode = 1;
+});

@@ -1,0 +1,73 @@
+/**
+ * The cluster keys of the agent configuration:
+ *
+ *   cluster: {store: etcd, endpoints: [http://10.0.0.1:2379], prefix: /podwire}   # or {store: file, path: ...}
+ *   clusterCIDRs: ["10.244.0.0/16", "fd00:10:244::/56"]     # node CIDRs are leased from these ...
+ *   nodeCIDRMaskSize: {ipv4: 24, ipv6: 64}
+ *   nodeName: node-1                                          # default: the host name
+ *   uplink: eth0                                              # its address is the node's underlay IP
+ *   trafficMode: encap                                        # encap (VXLAN) | noEncap (plain routes)
+ *
+ * `podCIDRs`, when also given, wins over leasing (the node's CIDRs are fixed by configuration).
+ */
+import { hostname } from 'node:os';
+import { type ClusterStoreConfig, parseClusterStoreConfig } from '../cluster/config.js';
+import { parsePodCIDRPool } from '../cluster/pool.js';
+import type { PodCIDRPool } from '../cluster/store.js';
+import { PodwireError } from '../cni/errors.js';
+
+export interface ClusterSettings {
+  store: ClusterStoreConfig;
+  /** Absent when the node's CIDRs come from `podCIDRs` or from the static file. */
+  pool: PodCIDRPool | undefined;
+  nodeName: string;
+  uplink: string;
+  trafficMode: 'encap' | 'noEncap';
+}
+
+export const CLUSTER_KEYS = [
+  'cluster',
+  'clusterCIDRs',
+  'nodeCIDRMaskSize',
+  'nodeName',
+  'uplink',
+  'trafficMode',
+] as const;
+
+const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
+
+function bad(key: string, why: string): PodwireError {
+  return new PodwireError('ERR_INVALID_CONFIG', `agent config: ${key}: ${why}`);
+}
+
+/** Undefined when no cluster key is set (a single node); else every key checked, errors naming it. */
+export function parseClusterSettings(obj: Record<string, unknown>): ClusterSettings | undefined {
+  if (obj.cluster === undefined) {
+    for (const k of CLUSTER_KEYS) if (obj[k] !== undefined) throw bad(k, 'needs a cluster: section');
+    return undefined;
+  }
+  let store: ClusterStoreConfig;
+  let pool: PodCIDRPool | undefined;
+  try {
+    store = parseClusterStoreConfig(obj.cluster);
+    if (obj.clusterCIDRs !== undefined || obj.nodeCIDRMaskSize !== undefined) {
+      pool = parsePodCIDRPool(obj.clusterCIDRs, obj.nodeCIDRMaskSize);
+    }
+  } catch (err) {
+    if (err instanceof PodwireError)
+      throw new PodwireError(err.code, `agent config: ${err.message}`, { cause: err });
+    throw err;
+  }
+  const nodeName = obj.nodeName ?? hostname().toLowerCase();
+  if (typeof nodeName !== 'string' || nodeName.length > 253 || !NODE_NAME.test(nodeName)) {
+    throw bad('nodeName', `${JSON.stringify(nodeName)} is not a valid node name (DNS-1123 subdomain)`);
+  }
+  const uplink = obj.uplink;
+  if (typeof uplink !== 'string' || !IFNAME.test(uplink))
+    throw bad('uplink', 'required: the interface whose address is the underlay IP');
+  const trafficMode = obj.trafficMode ?? 'encap';
+  if (trafficMode !== 'encap' && trafficMode !== 'noEncap')
+    throw bad('trafficMode', `${JSON.stringify(trafficMode)} is not one of encap, noEncap`);
+  return { store, pool, nodeName, uplink, trafficMode };
+}

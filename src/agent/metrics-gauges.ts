@@ -1,0 +1,55 @@
+/** The agent's state as Prometheus samples, read at each scrape. */
+import { readdirSync } from 'node:fs';
+import type { AgentContext } from './context.js';
+import type { Sampled } from './metrics.js';
+import type { Scheduler } from './scheduler.js';
+
+export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] {
+  return [
+    {
+      name: 'podwire_cni_requests_in_flight',
+      help: 'CNI calls being served or waiting for a slot.',
+      type: 'gauge',
+      read: () => [{ labels: {}, value: scheduler.inFlight }],
+    },
+    {
+      name: 'podwire_pods',
+      help: 'Attachments (container, interface) holding addresses on this node.',
+      type: 'gauge',
+      read: async () => {
+        const owners = new Set((await ctx.ipam.list()).map((c) => `${c.containerId}/${c.ifname}`));
+        return [{ labels: {}, value: owners.size }];
+      },
+    },
+    {
+      name: 'podwire_ipam_addresses_used',
+      help: 'Addresses held in each pod CIDR.',
+      type: 'gauge',
+      read: () => ctx.ipam.usage().map((u) => ({ labels: { range: u.rangeId }, value: u.used })),
+    },
+    {
+      name: 'podwire_ipam_addresses_size',
+      help: 'Addresses pods can receive in each pod CIDR.',
+      type: 'gauge',
+      read: () => ctx.ipam.usage().map((u) => ({ labels: { range: u.rangeId }, value: Number(u.size) })),
+    },
+    {
+      name: 'podwire_gratuitous_announcements_sent_total',
+      help: 'Gratuitous ARPs and unsolicited neighbour advertisements sent for pods.',
+      type: 'counter',
+      read: () => [{ labels: {}, value: ctx.announcer.framesSent }],
+    },
+    {
+      name: 'podwire_open_fds',
+      help: "The agent's open file descriptors.",
+      type: 'gauge',
+      read: () => [{ labels: {}, value: readdirSync('/proc/self/fd').length }],
+    },
+    {
+      name: 'podwire_cluster_store_healthy',
+      help: '1 when the cluster store answers, 0 when not; absent on a single node.',
+      type: 'gauge',
+      read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.status().health.ok ? 1 : 0 }] : []),
+    },
+  ];
+}

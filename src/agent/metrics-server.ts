@@ -1,0 +1,47 @@
+/** The Prometheus endpoint: GET /metrics on the configured address; off unless configured. */
+import { createServer, type Server } from 'node:http';
+import type { Logger } from './log.js';
+import { type Counter, type Histogram, renderSampled, type Sampled } from './metrics.js';
+
+export class MetricsServer {
+  readonly #server: Server;
+
+  constructor(collectors: ReadonlyArray<Counter | Histogram>, sampled: readonly Sampled[], log: Logger) {
+    this.#server = createServer((req, res) => {
+      if (req.method !== 'GET' || (req.url !== '/metrics' && req.url !== '/')) {
+        res.writeHead(404).end('not found: GET /metrics\n');
+        return;
+      }
+      Promise.all(sampled.map(renderSampled)).then(
+        (parts) => {
+          const body = `${[...collectors.map((c) => c.render()), ...parts].join('\n')}\n`;
+          res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(body);
+        },
+        (err: unknown) => {
+          log.error('metrics scrape failed', { err: String(err) });
+          res.writeHead(500).end(`scrape failed: ${String(err)}\n`);
+        },
+      );
+    });
+  }
+
+  /** Listens on "host:port" ("[::1]:9105" for IPv6). Resolves with the bound port (0 picks one). */
+  async listen(address: string): Promise<number> {
+    const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
+    if (!m) throw new Error(`metrics address ${address}: expected host:port`);
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(Number(m[2]), m[1], () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
+    });
+    const bound = this.#server.address();
+    return typeof bound === 'object' && bound ? bound.port : Number(m[2]);
+  }
+
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}

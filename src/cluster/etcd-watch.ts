@@ -1,0 +1,158 @@
+/**
+ * The node watch over etcd's streaming `/v3/watch`, made gap-free across failures:
+ *
+ * - `revision` is the last store revision whose events were all delivered; every (re)connection asks
+ *   for `revision + 1`, so nothing is lost or repeated when the stream breaks;
+ * - the stream breaks on etcd restart (connection closed) and, when etcd hangs (paused, partitioned),
+ *   the health monitor's probe times out and the health flip aborts the silent stream;
+ * - when etcd has compacted `revision + 1` away, the watch lists afresh and emits the difference
+ *   from what it had delivered (`known`), then watches from the list's revision;
+ * - reconnects wait with exponential backoff (capped), cut short when the health comes back.
+ */
+import type { Backoff } from './backoff.js';
+import { pause } from './backoff.js';
+import { type EtcdGateway, GatewayError } from './etcd-gateway.js';
+import { b64, decodeKv, type EtcdKeys, type Kv, prefixEnd, type WireHeader, type WireKv } from './etcd-kv.js';
+import type { HealthState } from './health.js';
+import { diffNodes } from './node-record.js';
+import type { NodeEvent, NodeList, NodeRecord, StoredNode, WatchOptions } from './store.js';
+
+interface WireWatchResponse {
+  header?: WireHeader;
+  created?: boolean;
+  canceled?: boolean;
+  compact_revision?: string;
+  cancel_reason?: string;
+  events?: { type?: 'PUT' | 'DELETE'; kv?: WireKv }[];
+}
+
+export interface WatchContext {
+  gateway: EtcdGateway;
+  keys: EtcdKeys;
+  health: HealthState;
+  /** Aborts when the store closes. */
+  closed: AbortSignal;
+  backoff: () => Backoff;
+  /** The store's own list (decodes and validates records). */
+  list(signal: AbortSignal): Promise<NodeList>;
+  /** A node record from a key, or undefined when the value is invalid (already reported). */
+  decode(kv: Kv): NodeRecord | undefined;
+  where: string;
+}
+
+export async function* watchNodes(
+  ctx: WatchContext,
+  opts: WatchOptions,
+): AsyncGenerator<NodeEvent, void, undefined> {
+  const stop = AbortSignal.any([opts.signal, ctx.closed]);
+  const known = new Map<string, StoredNode>((opts.since?.nodes ?? []).map((s) => [s.node.name, s]));
+  /** Invariant: every event up to and including this revision has been yielded. */
+  let revision = opts.since === undefined ? undefined : BigInt(opts.since.revision);
+  const backoff = ctx.backoff();
+
+  while (!stop.aborted) {
+    const attempt = new AbortController();
+    // A stream to a hung etcd stays open and silent: the health flip is what ends it.
+    const unsubscribe = ctx.health.onChange((h) => {
+      if (!h.ok) attempt.abort();
+    });
+    const signal = AbortSignal.any([stop, attempt.signal]);
+    let failure: unknown;
+    try {
+      if (revision === undefined) {
+        // First start without `since`, or history compacted: list, emit the difference, watch after it.
+        const list = await ctx.list(signal);
+        const events = diffNodes(known, list.nodes, list.revision);
+        revision = BigInt(list.revision);
+        backoff.reset();
+        yield* events;
+        continue;
+      }
+      let cursor: bigint = revision;
+      let relist = false;
+      const body = {
+        create_request: {
+          key: b64(ctx.keys.nodes),
+          range_end: prefixEnd(ctx.keys.nodes),
+          start_revision: String(cursor + 1n),
+          progress_notify: true,
+        },
+      };
+      for await (const message of ctx.gateway.stream('/v3/watch', body, signal)) {
+        const m = message as { result?: WireWatchResponse; error?: { message?: string } };
+        if (m.error !== undefined || m.result === undefined) {
+          const why = m.error?.message ?? 'empty message';
+          throw new GatewayError(`${ctx.where}: watch: ${why}`, { unreachable: true });
+        }
+        const r = m.result;
+        if (r.compact_revision !== undefined && r.compact_revision !== '0') {
+          relist = true;
+          break;
+        }
+        if (r.canceled) {
+          throw new GatewayError(`${ctx.where}: watch canceled: ${r.cancel_reason ?? ''}`, {
+            unreachable: false,
+          });
+        }
+        if (r.created) {
+          ctx.health.markOk();
+          backoff.reset();
+          continue;
+        }
+        const events = r.events ?? [];
+        if (events.length === 0) {
+          // A progress notification: etcd has nothing for us up to its revision.
+          const at = BigInt(r.header?.revision ?? '0');
+          if (at > cursor) cursor = at;
+        }
+        let last: bigint = cursor;
+        for (const e of events) {
+          const kv = decodeKv(e.kv ?? {});
+          const at = BigInt(kv.modRevision);
+          if (at <= cursor) continue;
+          if (at > last) last = at;
+          const event = apply(ctx, known, kv, e.type === 'DELETE');
+          if (event !== undefined) yield event;
+        }
+        // Whole messages only: etcd never splits one revision's events across messages.
+        cursor = last;
+        revision = cursor;
+      }
+      if (relist)
+        revision = undefined; // list afresh on the next turn
+      else if (attempt.signal.aborted && !stop.aborted)
+        failure = `${ctx.where}: etcd stopped answering the watch`;
+      else if (!stop.aborted) failure = `${ctx.where}: watch stream ended`;
+    } catch (err) {
+      failure = err;
+    } finally {
+      unsubscribe();
+    }
+    if (stop.aborted) return;
+    if (failure === undefined) continue;
+    if (!(failure instanceof GatewayError) || failure.unreachable) {
+      ctx.health.markDown(failure instanceof Error ? failure.message : String(failure));
+    }
+    await pause(backoff.next(), stop, ctx.health);
+  }
+}
+
+/** Applies one etcd event to `known` and returns the node event to deliver, if any. */
+function apply(
+  ctx: WatchContext,
+  known: Map<string, StoredNode>,
+  kv: Kv,
+  deleted: boolean,
+): NodeEvent | undefined {
+  const name = kv.key.slice(ctx.keys.nodes.length);
+  const before = known.get(name);
+  const node = deleted ? undefined : ctx.decode(kv);
+  if (node === undefined) {
+    // Deleted, or overwritten with something invalid: either way the node is gone for consumers.
+    if (before === undefined) return undefined;
+    known.delete(name);
+    return { type: 'delete', node: before.node, revision: kv.modRevision };
+  }
+  known.set(name, { node, version: kv.modRevision });
+  return { type: 'put', node, version: kv.modRevision, revision: kv.modRevision };
+}

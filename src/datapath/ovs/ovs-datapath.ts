@@ -1,0 +1,292 @@
+/**
+ * The Open vSwitch datapath: pods' host veths are ports of one OVS bridge, the gateway is an OVS
+ * internal port holding the first address of each pod CIDR, and the OpenFlow pipeline of
+ * `pipeline.ts` decides who may say what. OVSDB is spoken directly (no ovs-vsctl); flows go through
+ * one `ovs-ofctl --bundle` process per pod operation.
+ *
+ * Everything podwire needs to rebuild a pod's flows is in the external_ids of its Port row, so a
+ * restarted agent re-derives the whole flow table from OVSDB and `replace-flows` leaves every flow
+ * that is still right untouched: running pods never see a gap.
+ */
+import { randomBytes } from 'node:crypto';
+import { dirname } from 'node:path';
+import { PodwireError } from '../../cni/errors.js';
+import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { ifaceSysctl, type SysctlWriter } from '../../kernel/sysctl.js';
+import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+import { diffFlows, parseFlow } from './flow-text.js';
+import { Ofctl } from './ofctl.js';
+import { OvsdbClient } from './ovsdb-client.js';
+import { cookieText, pipelineFlows, podCookie, podFlows } from './pipeline.js';
+import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_GATEWAY, ROLE_POD } from './port-record.js';
+import { type PortRow, VswitchDb } from './vswitch-db.js';
+
+export interface OvsDatapathOptions {
+  /** A netlink socket in the node namespace (where ovs-vswitchd runs), owned by the caller. */
+  nl: Rtnetlink;
+  /** Writes sysctls of the node namespace. */
+  sysctl: SysctlWriter;
+  gateways: GatewayAddress[];
+  mtu: number;
+  bridge: string;
+  /** Name of the gateway's internal port. */
+  gateway: string;
+  /** The OVSDB socket, e.g. `unix:/run/openvswitch/db.sock`. */
+  ovsdb: string;
+  datapathType: 'system' | 'netdev';
+  /** OpenFlow endpoint; by default the bridge's management socket beside the OVSDB socket. */
+  openflow?: string;
+  /** How long ovs-vswitchd may take to open a port. */
+  portTimeoutMs?: number;
+}
+
+/** The OpenFlow versions the bridge speaks: 1.3 for tools, 1.4+ for bundles. */
+const PROTOCOLS = ['OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
+
+/** Where ovs-vswitchd puts `BRIDGE.mgmt`: its run directory, which also holds `db.sock` by default. */
+export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
+  const socket = ovsdb.startsWith('unix:') ? ovsdb.slice(5) : ovsdb;
+  return `unix:${dirname(socket)}/${bridge}.mgmt`;
+}
+
+/** A random, locally administered unicast MAC. */
+function randomLocalMac(): string {
+  const b = randomBytes(6);
+  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
+  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+
+function checkFailed(message: string): PodwireError {
+  return new PodwireError('ERR_CHECK_FAILED', message);
+}
+
+export class OvsDatapath implements Datapath {
+  readonly kind = 'ovs';
+  /**
+   * The userspace datapath forwards a frame as the pod's kernel left it; with transmit checksum
+   * offload on, TCP segments leave the pod with no checksum filled in, and the peer drops them.
+   */
+  readonly podTxChecksumming: boolean;
+  readonly ofctl: Ofctl;
+  readonly #o: OvsDatapathOptions;
+  readonly #portTimeoutMs: number;
+  /** The OVSDB connection; replaced on the next operation once it has failed. */
+  #client: OvsdbClient | undefined;
+  #connecting: Promise<VswitchDb> | undefined;
+  /** Set once start() has set up the bridge, the gateway and the pipeline; cleared by stop(). */
+  #started = false;
+
+  constructor(options: OvsDatapathOptions) {
+    this.#o = options;
+    this.podTxChecksumming = options.datapathType !== 'netdev';
+    this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
+    this.ofctl = new Ofctl({
+      target: options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge),
+    });
+  }
+
+  /**
+   * Creates or adopts the bridge and the gateway port, configures the gateway in the node namespace
+   * (addresses, arp_announce=1, forwarding), then makes the flow table exactly the pipeline plus the
+   * flows of every pod port recorded in OVSDB, in one bundle that leaves correct flows untouched.
+   */
+  async start(): Promise<void> {
+    try {
+      await this.#start();
+    } catch (err) {
+      // Not started: leave no connection open behind a failed start.
+      this.#started = false;
+      this.#client?.destroy();
+      this.#client = undefined;
+      throw err;
+    }
+  }
+
+  async #start(): Promise<void> {
+    const o = this.#o;
+    const vs = await this.#db();
+    await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
+    const gw = await this.#ensureGateway(vs);
+    this.#configureGatewayLink(gw.mac);
+    const ipv4 = o.gateways.find((g) => g.family === 4)?.address;
+    const flows = pipelineFlows({ ofport: gw.ofport, mac: gw.mac, ...(ipv4 ? { ipv4 } : {}) });
+    for (const row of await vs.ports()) {
+      const rec = parsePodExternalIds(row.externalIds);
+      // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
+      if (!rec || row.ofport === undefined || row.ofport < 1) continue;
+      flows.push(
+        ...podFlows({ ofport: row.ofport, mac: rec.mac, ips: rec.ips, cookie: podCookie(row.name) }),
+      );
+    }
+    await this.ofctl.replaceFlows(flows);
+    this.#started = true;
+  }
+
+  /**
+   * Equivalent to: `ovs-vsctl add-port BRIDGE HOSTVETH -- set Port HOSTVETH external_ids:...`, the
+   * pod's flows in one bundle that first deletes any flow left with the pod's cookie, then `ip link
+   * set HOSTVETH up`. The veth's carrier comes on only then, so the pod's first frames (DAD, MLD,
+   * the announcements) already meet its flows (I5). A re-attach after a restart (`podMac` empty)
+   * adopts the recorded port.
+   */
+  async attachPort(port: PodPort): Promise<void> {
+    const vs = await this.#db();
+    if (port.podMac === '') {
+      const row = await vs.port(port.hostIfname);
+      if (row && parsePodExternalIds(row.externalIds)) return;
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `cannot re-attach ${port.hostIfname}: no port of ${this.#o.bridge} records its MAC and addresses`,
+      );
+    }
+    const record = {
+      containerId: port.containerId,
+      ifname: port.ifname,
+      mac: port.podMac,
+      ips: port.podIps,
+      ...(port.pod ? { pod: port.pod } : {}),
+    };
+    await vs.addPort(port.hostIfname, { externalIds: podExternalIds(record) });
+    const row = await vs.waitOfport(port.hostIfname, this.#portTimeoutMs);
+    const cookie = podCookie(port.hostIfname);
+    await this.ofctl.bundle([
+      `delete cookie=${cookieText(cookie)}/-1`,
+      ...podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie }),
+    ]);
+    this.#o.nl.setLinkUp(port.hostIfindex);
+  }
+
+  /**
+   * Removes the pod's flows, then its port: a port number OVS hands out again must never find
+   * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
+   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone.
+   */
+  async detachPort(hostIfname: string): Promise<void> {
+    const vs = await this.#db();
+    const row = await vs.port(hostIfname);
+    if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
+    await this.ofctl.delFlows(`cookie=${cookieText(podCookie(hostIfname))}/-1`);
+    await vs.removePort(hostIfname, row);
+  }
+
+  async checkPort(hostIfname: string): Promise<void> {
+    const link = this.#o.nl.linkByName(hostIfname);
+    if (!link) throw checkFailed(`host veth ${hostIfname} does not exist`);
+    const vs = await this.#db();
+    const row = await vs.port(hostIfname);
+    if (!row) throw checkFailed(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
+    const rec = parsePodExternalIds(row.externalIds);
+    if (!rec) throw checkFailed(`port ${hostIfname} of ${this.#o.bridge} is not a podwire pod port`);
+    if (row.ofport === undefined || row.ofport < 1) {
+      throw checkFailed(`port ${hostIfname} has no OpenFlow port: ${row.error ?? 'not opened'}`);
+    }
+    if (!link.up) throw checkFailed(`host veth ${hostIfname} is down`);
+    const cookie = podCookie(hostIfname);
+    const want = podFlows({ ofport: row.ofport, mac: rec.mac, ips: rec.ips, cookie }).map(parseFlow);
+    const have = await this.ofctl.dumpFlows(`cookie=${cookieText(cookie)}/-1`);
+    const { missing, unexpected } = diffFlows(want, have);
+    if (missing.length > 0 || unexpected.length > 0) {
+      throw checkFailed(
+        `flows of ${hostIfname} differ: missing [${missing.join('; ')}], unexpected [${unexpected.join('; ')}]`,
+      );
+    }
+  }
+
+  async ports(): Promise<string[]> {
+    const vs = await this.#db();
+    return (await vs.ports()).filter((r) => r.externalIds[EXT_ROLE] === ROLE_POD).map((r) => r.name);
+  }
+
+  status(): DatapathStatus {
+    if (!this.#started) return { ready: false, reason: `OVS bridge ${this.#o.bridge} not set up yet` };
+    const failure = this.#client?.failure;
+    if (failure) return { ready: false, reason: failure.message };
+    return { ready: true };
+  }
+
+  /** Closes the OVSDB connection; the bridge, ports and flows stay, so pods keep working. */
+  async stop(): Promise<void> {
+    this.#started = false;
+    const client = this.#client;
+    this.#client = undefined;
+    await client?.close();
+  }
+
+  /** The OVSDB connection, (re)connected when there is none or the last one failed. */
+  #db(): Promise<VswitchDb> {
+    const client = this.#client;
+    if (client && !client.closed) return Promise.resolve(new VswitchDb(client, this.#o.bridge));
+    this.#connecting ??= OvsdbClient.connect(this.#o.ovsdb)
+      .then((c) => {
+        this.#client = c;
+        return new VswitchDb(c, this.#o.bridge);
+      })
+      .finally(() => {
+        this.#connecting = undefined;
+      });
+    return this.#connecting;
+  }
+
+  /** Creates the gateway's internal port with a fixed MAC, or adopts it; returns its port and MAC. */
+  async #ensureGateway(vs: VswitchDb): Promise<{ ofport: number; mac: string }> {
+    const o = this.#o;
+    const existing = await vs.port(o.gateway);
+    if (!existing) {
+      await vs.addPort(o.gateway, {
+        type: 'internal',
+        // Fixed in OVSDB so the gateway keeps its identity on the wire across restarts (I5).
+        mac: randomLocalMac(),
+        mtu: o.mtu,
+        externalIds: { [EXT_ROLE]: ROLE_GATEWAY },
+      });
+    } else if (existing.type !== 'internal') {
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `port ${o.gateway} of ${o.bridge} has type ${existing.type || 'system'}, not internal`,
+      );
+    } else if (!existing.mac && existing.macInUse) {
+      await vs.updateInterface(o.gateway, { mac: existing.macInUse, mtu_request: o.mtu });
+    } else {
+      await vs.updateInterface(o.gateway, { mtu_request: o.mtu });
+    }
+    const row: PortRow = await vs.waitOfport(o.gateway, this.#portTimeoutMs);
+    const mac = (row.mac ?? row.macInUse)?.toLowerCase();
+    if (!mac) throw new PodwireError('ERR_DATAPATH', `gateway ${o.gateway} has no MAC address in OVSDB`);
+    return { ofport: row.ofport as number, mac };
+  }
+
+  /**
+   * Equivalent to: `ip addr add GW/LEN dev GATEWAY; ip link set GATEWAY up` plus the gateway sysctls.
+   * The gateway must be in this namespace: ovs-vswitchd creates internal ports in its own.
+   */
+  #configureGatewayLink(mac: string): void {
+    const { nl, gateway, gateways, sysctl, bridge } = this.#o;
+    const link = nl.linkByName(gateway);
+    if (!link) {
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `gateway ${gateway} of ${bridge} is not in the agent's network namespace (is ovs-vswitchd running in another one?)`,
+      );
+    }
+    if (link.mac?.toLowerCase() !== mac) {
+      throw new PodwireError('ERR_DATAPATH', `gateway ${gateway} has MAC ${link.mac}, OVSDB says ${mac}`);
+    }
+    const present = new Set(nl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
+    for (const gw of gateways) {
+      if (present.has(`${gw.address}/${gw.prefixLength}`)) continue;
+      nl.addAddress(
+        link.index,
+        { address: gw.address, prefixLength: gw.prefixLength },
+        { nodad: gw.family === 6 },
+      );
+    }
+    // Never answer or ask with an address that is not on the gateway's own subnet (DESIGN.md, failure 2).
+    sysctl(ifaceSysctl(4, gateway, 'arp_announce'), '1');
+    sysctl('net/ipv4/ip_forward', '1');
+    if (gateways.some((g) => g.family === 6)) {
+      sysctl(ifaceSysctl(6, gateway, 'accept_ra'), '0');
+      sysctl('net/ipv6/conf/all/forwarding', '1');
+    }
+    nl.setLinkUp(link.index);
+  }
+}

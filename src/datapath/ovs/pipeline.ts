@@ -1,0 +1,185 @@
+/**
+ * The OpenFlow pipeline of the OVS datapath, in the style of Antrea's: who may say what on the wire
+ * (DESIGN.md, I5). Every table ends in an explicit priority-0 flow, so what a table drops is counted
+ * in that flow's n_packets.
+ *
+ *   0  CLASSIFIER       ARP -> 10; gateway port (its own MAC) -> 50; RA, redirect: drop; NS/NA -> 30;
+ *                       IP/IPv6 -> 40; else drop
+ *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod and of the gateway -> 20; else drop
+ *  20  ARP_RESPONDER    who-has GATEWAY_IP from a pod: answered here, back out of its port; else -> 50
+ *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
+ *                       MAC or none) -> 40; else drop
+ *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 50; else drop
+ *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop
+ *
+ * Flows are written in the form ovs-ofctl prints them, so that `flow-text.ts` compares what is
+ * installed with what should be, token for token.
+ */
+import { createHash } from 'node:crypto';
+import { ZERO_MAC } from '../../arp/ethernet.js';
+import { normalizeIPv6 } from '../../arp/inet.js';
+import { PodwireError } from '../../cni/errors.js';
+
+export const TABLE = {
+  CLASSIFIER: 0,
+  ARP_SPOOF_GUARD: 10,
+  ARP_RESPONDER: 20,
+  ND_GUARD: 30,
+  IP_SPOOF_GUARD: 40,
+  L2_FORWARDING: 50,
+} as const;
+
+export const TABLE_NAMES: ReadonlyMap<number, string> = new Map(
+  Object.entries(TABLE).map(([name, id]) => [id, name]),
+);
+
+/** Cookie of the flows that do not belong to one pod; the high byte tells pipeline from pod flows. */
+export const PIPELINE_COOKIE = 0x01n << 56n;
+const POD_COOKIE_TAG = 0x02n << 56n;
+const LOW_56_BITS = (1n << 56n) - 1n;
+
+/**
+ * The cookie of every flow of one pod, derived from its host interface name (itself unique per
+ * attachment), so that DEL can remove the pod's flows without any state: `del-flows cookie=C/-1`.
+ */
+export function podCookie(hostIfname: string): bigint {
+  const digest = createHash('sha256').update(hostIfname).digest();
+  return POD_COOKIE_TAG | (digest.readBigUInt64BE(0) & LOW_56_BITS);
+}
+
+export function isPodCookie(cookie: bigint): boolean {
+  return cookie >> 56n === POD_COOKIE_TAG >> 56n;
+}
+
+export function cookieText(cookie: bigint): string {
+  return `0x${cookie.toString(16)}`;
+}
+
+export interface GatewayFlowsInput {
+  ofport: number;
+  mac: string;
+  /** The gateway's IPv4 address, when the node has an IPv4 pod CIDR. */
+  ipv4?: string;
+}
+
+export interface PodFlowsInput {
+  ofport: number;
+  mac: string;
+  /** The pod's addresses, without prefix length. */
+  ips: string[];
+  cookie: bigint;
+}
+
+function flow(cookie: bigint, table: number, priority: number, match: string, actions: string): string {
+  const m = match === '' ? '' : `,${match}`;
+  return `table=${table},priority=${priority},cookie=${cookieText(cookie)}${m} actions=${actions}`;
+}
+
+const goto = (table: number) => `goto_table:${table}`;
+
+/** The flows that exist once per bridge: table defaults, the gateway's guard, the ARP responder. */
+export function pipelineFlows(gw: GatewayFlowsInput): string[] {
+  const c = PIPELINE_COOKIE;
+  const mac = gw.mac.toLowerCase();
+  const T = TABLE;
+  const out = [
+    flow(c, T.CLASSIFIER, 250, 'arp', goto(T.ARP_SPOOF_GUARD)),
+    flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.L2_FORWARDING)),
+    // Pods are hosts: a router advertisement or a redirect from one is dropped (the gateway's pass above).
+    flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=134', 'drop'),
+    flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=137', 'drop'),
+    flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=135,icmp_code=0', goto(T.ND_GUARD)),
+    flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=136,icmp_code=0', goto(T.ND_GUARD)),
+    flow(c, T.CLASSIFIER, 200, 'ip', goto(T.IP_SPOOF_GUARD)),
+    flow(c, T.CLASSIFIER, 200, 'ipv6', goto(T.IP_SPOOF_GUARD)),
+    flow(c, T.CLASSIFIER, 0, '', 'drop'),
+    flow(c, T.ARP_SPOOF_GUARD, 0, '', 'drop'),
+    flow(c, T.ARP_RESPONDER, 0, '', goto(T.L2_FORWARDING)),
+    flow(c, T.ND_GUARD, 0, '', 'drop'),
+    flow(c, T.IP_SPOOF_GUARD, 0, '', 'drop'),
+    flow(c, T.L2_FORWARDING, 200, `dl_dst=${mac}`, `output:${gw.ofport}`),
+    flow(c, T.L2_FORWARDING, 100, 'dl_dst=01:00:00:00:00:00/01:00:00:00:00:00', 'FLOOD'),
+    flow(c, T.L2_FORWARDING, 0, '', 'drop'),
+  ];
+  if (gw.ipv4) {
+    const ip = gw.ipv4;
+    // The gateway port may send ARP only as itself: the node's other addresses never leave (failure 2).
+    out.push(
+      flow(
+        c,
+        T.ARP_SPOOF_GUARD,
+        200,
+        `arp,in_port=${gw.ofport},dl_src=${mac},arp_spa=${ip},arp_sha=${mac}`,
+        goto(T.ARP_RESPONDER),
+      ),
+      // A request from the gateway itself is not answered here (the node knows its own address).
+      flow(c, T.ARP_RESPONDER, 210, `arp,in_port=${gw.ofport}`, goto(T.L2_FORWARDING)),
+      flow(
+        c,
+        T.ARP_RESPONDER,
+        200,
+        `arp,arp_tpa=${ip},arp_op=1`,
+        [
+          'move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]',
+          `set_field:${mac}->eth_src`,
+          'set_field:2->arp_op',
+          'move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]',
+          `set_field:${mac}->arp_sha`,
+          'move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]',
+          `set_field:${ip}->arp_spa`,
+          'IN_PORT',
+        ].join(','),
+      ),
+    );
+  }
+  return out;
+}
+
+/**
+ * The IPv6 link-local address the kernel derives from a MAC (EUI-64, RFC 4291 appendix A), the
+ * default `addr_gen_mode` of a new namespace.
+ */
+export function eui64LinkLocal(mac: string): string {
+  const b = mac.split(':').map((h) => Number.parseInt(h, 16));
+  if (b.length !== 6 || b.some((x) => !(x >= 0 && x <= 255))) {
+    throw new PodwireError('ERR_INTERNAL', `not a MAC address: ${mac}`);
+  }
+  const [b0, b1, b2, b3, b4, b5] = b as [number, number, number, number, number, number];
+  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
+  return normalizeIPv6(`fe80::${hex(b0 ^ 2, b1)}:${hex(b2, 0xff)}:${hex(0xfe, b3)}:${hex(b4, b5)}`);
+}
+
+/** The flows of one pod: what it may send (guards) and how frames reach it (L2 forwarding). */
+export function podFlows(p: PodFlowsInput): string[] {
+  const T = TABLE;
+  const mac = p.mac.toLowerCase();
+  const port = `in_port=${p.ofport},dl_src=${mac}`;
+  const f = (table: number, match: string, actions: string) => flow(p.cookie, table, 200, match, actions);
+  const out: string[] = [];
+  for (const ip of p.ips) {
+    if (!ip.includes(':')) {
+      out.push(f(T.ARP_SPOOF_GUARD, `arp,${port},arp_spa=${ip},arp_sha=${mac}`, goto(T.ARP_RESPONDER)));
+      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, goto(T.L2_FORWARDING)));
+      continue;
+    }
+    const ip6 = normalizeIPv6(ip);
+    const ll = eui64LinkLocal(mac);
+    const na = `icmp6,${port},icmp_type=136,icmp_code=0`;
+    const ns = `icmp6,${port},icmp_type=135,icmp_code=0`;
+    for (const target of [ip6, ll]) {
+      // An NA answering a unicast NS may leave out the target link-layer address option (RFC 4861 7.2.4).
+      for (const tll of [mac, ZERO_MAC]) {
+        out.push(f(T.ND_GUARD, `${na},nd_target=${target},nd_tll=${tll}`, goto(T.IP_SPOOF_GUARD)));
+      }
+    }
+    // DAD sends NS from :: without a source link-layer address option.
+    for (const sll of [mac, ZERO_MAC]) {
+      out.push(f(T.ND_GUARD, `${ns},nd_sll=${sll}`, goto(T.IP_SPOOF_GUARD)));
+    }
+    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, goto(T.L2_FORWARDING)));
+    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, goto(T.L2_FORWARDING)));
+    out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, goto(T.L2_FORWARDING)));
+  }
+  out.push(f(T.L2_FORWARDING, `dl_dst=${mac}`, `output:${p.ofport}`));
+  return out;
+}

@@ -1,0 +1,66 @@
+/**
+ * What podwire records in the `external_ids` of a pod's Port and Interface rows: enough to rebuild
+ * the pod's flows from OVSDB alone after a restart (DESIGN.md: state can be rebuilt from OVSDB), and
+ * to find a pod's port by container ID or by Kubernetes name.
+ */
+import { PodwireError } from '../../cni/errors.js';
+
+export const EXT_ROLE = 'podwire-role';
+export const EXT_CONTAINER_ID = 'podwire-container-id';
+export const EXT_IFNAME = 'podwire-ifname';
+/** The Kubernetes pod, "namespace/name". */
+export const EXT_POD = 'podwire-pod';
+export const EXT_MAC = 'podwire-mac';
+/** The pod's addresses, comma-separated, without prefix length. */
+export const EXT_IPS = 'podwire-ips';
+
+export const ROLE_POD = 'pod';
+export const ROLE_GATEWAY = 'gateway';
+
+/** The identity and addresses of one pod attachment, as recorded on its port. */
+export interface PodRecord {
+  containerId: string;
+  ifname: string;
+  mac: string;
+  ips: string[];
+  /** The Kubernetes pod as "namespace/name" (from CNI_ARGS), when the runtime sent it. */
+  pod?: string;
+}
+
+export function podExternalIds(r: PodRecord): Record<string, string> {
+  const ids: Record<string, string> = {
+    [EXT_ROLE]: ROLE_POD,
+    [EXT_CONTAINER_ID]: r.containerId,
+    [EXT_IFNAME]: r.ifname,
+    [EXT_MAC]: r.mac.toLowerCase(),
+    [EXT_IPS]: r.ips.join(','),
+  };
+  if (r.pod) ids[EXT_POD] = r.pod;
+  return ids;
+}
+
+/** The record of a pod port; undefined for any port podwire did not create for a pod. */
+export function parsePodExternalIds(ids: Record<string, string>): PodRecord | undefined {
+  if (ids[EXT_ROLE] !== ROLE_POD) return undefined;
+  // An IPv6-only or IPv4-only pod has addresses of one family; no addresses at all is recorded as ''.
+  const missing = [EXT_CONTAINER_ID, EXT_IFNAME, EXT_MAC, EXT_IPS].filter(
+    (k) => ids[k] === undefined || (k !== EXT_IPS && ids[k] === ''),
+  );
+  if (missing.length > 0) {
+    throw new PodwireError('ERR_DATAPATH', `OVSDB: a podwire pod port lacks ${missing.join(', ')}`);
+  }
+  const containerId = ids[EXT_CONTAINER_ID] as string;
+  const ifname = ids[EXT_IFNAME] as string;
+  const mac = ids[EXT_MAC] as string;
+  const ips = ids[EXT_IPS] as string;
+  const rec: PodRecord = { containerId, ifname, mac, ips: ips === '' ? [] : ips.split(',') };
+  const pod = ids[EXT_POD];
+  if (pod) rec.pod = pod;
+  return rec;
+}
+
+/** True when `query` names this pod: its container ID, or NAMESPACE/NAME. */
+export function podMatches(r: PodRecord, query: string): boolean {
+  if (r.containerId === query) return true;
+  return r.pod === query;
+}

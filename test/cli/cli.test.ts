@@ -1,0 +1,84 @@
+/** The `podwire` CLI against a running agent: status, pods, ipam, gc, --json, --help, agent down. */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { run } from '../testbed/exec.js';
+import { ROOT, TestNode } from '../testbed/node.js';
+
+const CLI = `${ROOT}/bin/podwire`;
+const node = new TestNode({ podCIDRs: ['10.244.13.0/24'] });
+let pod = '';
+before(async () => {
+  await node.setup();
+  pod = await node.addPod('cli');
+  const add = await node.cni({
+    command: 'ADD',
+    containerId: 'cli-ctr-0123456789',
+    netns: pod,
+    env: { CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=web;K8S_POD_NAME=frontend-1' },
+  });
+  assert.equal(add.code, 0, add.stdout);
+});
+after(() => node.cleanup());
+
+const cli = (...args: string[]) => run(CLI, [...args, '--config', node.configPath]);
+
+describe('podwire CLI', () => {
+  test('status', async () => {
+    const r = await cli('status');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /pod CIDRs: +10\.244\.13\.0\/24/);
+    assert.match(r.stdout, /datapath: +linux-bridge \(ready\)/);
+    assert.match(r.stdout, /pods: +1/);
+    const j = JSON.parse((await cli('status', '--json')).stdout) as { pods: number; openDescriptors: number };
+    assert.equal(j.pods, 1);
+    assert.ok(j.openDescriptors > 0);
+  });
+
+  test('pods: a table row with the pod, addresses, MAC and host port', async () => {
+    const r = await cli('pods');
+    assert.equal(r.code, 0, r.stderr);
+    const [header, row] = r.stdout.trim().split('\n');
+    assert.match(header as string, /^POD +CONTAINER +IFACE +ADDRESSES +MAC +HOST PORT +AGE$/);
+    assert.match(
+      row as string,
+      /^web\/frontend-1 +cli-ctr-0123 +eth0 +10\.244\.13\.2\/24 +0a:58:0a:f4:0d:02 +pw[0-9a-f]{13}#\d+ +\d+s$/,
+    );
+    const rows = JSON.parse((await cli('pods', '--json')).stdout) as Array<{
+      pod: string;
+      addresses: string[];
+    }>;
+    assert.deepEqual(
+      rows.map((p) => [p.pod, p.addresses]),
+      [['web/frontend-1', ['10.244.13.2/24']]],
+    );
+  });
+
+  test('ipam', async () => {
+    const r = await cli('ipam');
+    assert.match(r.stdout, /10\.244\.13\.0\/24 +1 +253 +0\.4%/);
+  });
+
+  test('gc releases what no pod uses any more', async () => {
+    await node.ns.delete(pod); // the pod's veth goes with its namespace; the address stays claimed
+    const r = await cli('gc');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /released 1 attachment/);
+    assert.deepEqual(node.claims(), []);
+  });
+
+  test('--help on every command; unknown command and option are usage errors', async () => {
+    for (const c of ['agent', 'status', 'pods', 'ipam', 'gc']) {
+      const r = await run(CLI, [c, '--help']);
+      assert.equal(r.code, 0);
+      assert.match(r.stdout, new RegExp(`usage: podwire ${c}`));
+    }
+    assert.equal((await run(CLI, ['frobnicate'])).code, 2);
+    assert.equal((await run(CLI, ['pods', '--colour'])).code, 2);
+  });
+
+  test('the agent not running: a clear explanation, exit 1', async () => {
+    const r = await run(CLI, ['status', '--socket', `${node.dir}/nothing.sock`]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /the podwire agent is not running/);
+  });
+});

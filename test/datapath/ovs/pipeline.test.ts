@@ -1,0 +1,138 @@
+/**
+ * The pipeline as text: which flows a pod gets per address family, cookies, the EUI-64 link-local,
+ * and the flow parser that compares generated flows with what ovs-ofctl prints.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { diffFlows, flowKey, parseDump, parseFlow } from '../../../src/datapath/ovs/flow-text.js';
+import {
+  cookieText,
+  eui64LinkLocal,
+  isPodCookie,
+  PIPELINE_COOKIE,
+  pipelineFlows,
+  podCookie,
+  podFlows,
+  TABLE,
+} from '../../../src/datapath/ovs/pipeline.js';
+
+const MAC = '0a:58:0a:f4:01:02';
+const byTable = (flows: string[]) => {
+  const out = new Map<number, number>();
+  for (const f of flows.map(parseFlow)) out.set(f.table, (out.get(f.table) ?? 0) + 1);
+  return Object.fromEntries(out);
+};
+
+describe('pod flows', () => {
+  const cookie = podCookie('pw0123456789abc');
+
+  test('IPv4 only: one ARP guard, one IP guard, one L2 flow, all with the pod cookie', () => {
+    const flows = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2'], cookie });
+    assert.deepEqual(byTable(flows), {
+      [TABLE.ARP_SPOOF_GUARD]: 1,
+      [TABLE.IP_SPOOF_GUARD]: 1,
+      [TABLE.L2_FORWARDING]: 1,
+    });
+    const arp = parseFlow(flows[0] as string);
+    assert.deepEqual(arp.match.sort(), [
+      'arp',
+      'arp_sha=0a:58:0a:f4:01:02',
+      'arp_spa=10.244.1.2',
+      `dl_src=${MAC}`,
+      'in_port=7',
+    ]);
+    assert.equal(arp.actions, `goto_table:${TABLE.ARP_RESPONDER}`);
+    for (const f of flows.map(parseFlow)) assert.equal(f.cookie, cookie);
+  });
+
+  test('IPv6 only: ND guard for NA (own target, own or no TLL) and NS (own or no SLL), no ARP', () => {
+    const flows = podFlows({ ofport: 7, mac: MAC, ips: ['fd00:10:244:1:0:0:0:2'], cookie });
+    assert.deepEqual(byTable(flows), {
+      [TABLE.ND_GUARD]: 6,
+      [TABLE.IP_SPOOF_GUARD]: 3,
+      [TABLE.L2_FORWARDING]: 1,
+    });
+    const text = flows.join('\n');
+    assert.match(text, /nd_target=fd00:10:244:1::2,nd_tll=0a:58:0a:f4:01:02/);
+    assert.match(text, /nd_target=fe80::858:aff:fef4:102,nd_tll=00:00:00:00:00:00/);
+    assert.match(text, /icmp_type=135,icmp_code=0,nd_sll=0a:58:0a:f4:01:02/);
+    assert.doesNotMatch(text, /arp/);
+  });
+
+  test('dual stack is the union of both families', () => {
+    const flows = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2', 'fd00:10:244:1::2'], cookie });
+    assert.equal(flows.length, 3 + 10 - 1);
+  });
+});
+
+test('pipeline flows: every table ends in a counted default; the gateway may ARP only as itself', () => {
+  const flows = pipelineFlows({ ofport: 1, mac: '02:AA:BB:CC:DD:EE', ipv4: '10.244.1.1' }).map(parseFlow);
+  for (const t of Object.values(TABLE)) {
+    assert.ok(
+      flows.some((f) => f.table === t && f.priority === 0 && f.match.length === 0),
+      `table ${t} default`,
+    );
+  }
+  const guard = flows.filter((f) => f.table === TABLE.ARP_SPOOF_GUARD && f.priority > 0);
+  assert.deepEqual(
+    guard.map((f) => f.match.sort()),
+    [['arp', 'arp_sha=02:aa:bb:cc:dd:ee', 'arp_spa=10.244.1.1', 'dl_src=02:aa:bb:cc:dd:ee', 'in_port=1']],
+  );
+  assert.ok(flows.every((f) => f.cookie === PIPELINE_COOKIE));
+  const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
+  for (const type of [134, 137]) {
+    const ra = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes(`icmp_type=${type}`));
+    assert.equal(ra?.actions, 'drop', `ICMPv6 type ${type} from a pod is dropped`);
+    assert.ok((gwPass?.priority ?? 0) > (ra?.priority ?? 0), 'but not from the gateway');
+  }
+  const v6only = pipelineFlows({ ofport: 1, mac: '02:aa:bb:cc:dd:ee' }).map(parseFlow);
+  assert.ok(
+    !v6only.some((f) => f.table === TABLE.ARP_SPOOF_GUARD && f.priority > 0),
+    'no gateway ARP without IPv4',
+  );
+});
+
+test('pod cookies are tagged, stable per host interface, and distinct', () => {
+  fc.assert(
+    fc.property(
+      fc.string({ minLength: 1, maxLength: 15 }),
+      fc.string({ minLength: 1, maxLength: 15 }),
+      (a, b) => {
+        assert.ok(isPodCookie(podCookie(a)));
+        assert.equal(podCookie(a), podCookie(a));
+        if (a !== b) assert.notEqual(podCookie(a), podCookie(b));
+      },
+    ),
+    { numRuns: 200 },
+  );
+  assert.ok(!isPodCookie(PIPELINE_COOKIE));
+  assert.match(cookieText(podCookie('x')), /^0x2[0-9a-f]{14}$/);
+});
+
+test('EUI-64 link-local addresses match the kernel (fe80 + MAC with U/L bit flipped + ff:fe)', () => {
+  assert.equal(eui64LinkLocal('9a:51:45:e5:aa:19'), 'fe80::9851:45ff:fee5:aa19');
+  assert.equal(eui64LinkLocal('02:00:00:00:00:01'), 'fe80::ff:fe00:1');
+  assert.throws(() => eui64LinkLocal('zz:00:00:00:00:01'));
+});
+
+test('a dump-flows line parses to the flow podwire wrote (statistics aside)', () => {
+  const dump = `OFPST_FLOW reply (OF1.5) (xid=0x2):
+ cookie=0x218497cac75c5f0, duration=0.214s, table=10, n_packets=4, n_bytes=168, idle_age=0, priority=200,arp,in_port=2,dl_src=0a:58:0a:f4:01:02,arp_spa=10.244.1.2,arp_sha=0a:58:0a:f4:01:02 actions=goto_table:20
+ cookie=0x100000000000000, duration=0.276s, n_packets=0, n_bytes=0, idle_age=0, priority=0 actions=drop
+`;
+  const [pod, drop] = parseDump(dump);
+  assert.equal(pod?.packets, 4);
+  assert.equal(pod?.bytes, 168);
+  assert.equal(drop?.table, 0);
+  const wrote = podFlows({
+    ofport: 2,
+    mac: MAC,
+    ips: ['10.244.1.2'],
+    cookie: 0x218497cac75c5f0n,
+  })[0] as string;
+  assert.equal(flowKey(parseFlow(wrote)), flowKey(pod as never));
+  assert.deepEqual(diffFlows([parseFlow(wrote)], [pod as never]), { missing: [], unexpected: [] });
+  assert.equal(diffFlows([parseFlow(wrote)], []).missing.length, 1);
+  assert.throws(() => parseFlow('priority=1,arp'), /not a flow/);
+});
