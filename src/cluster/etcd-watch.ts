@@ -15,7 +15,14 @@ import { type EtcdGateway, GatewayError } from './etcd-gateway.js';
 import { b64, decodeKv, type EtcdKeys, type Kv, prefixEnd, type WireHeader, type WireKv } from './etcd-kv.js';
 import type { HealthState } from './health.js';
 import { diffNodes } from './node-record.js';
-import type { NodeEvent, NodeList, NodeRecord, StoredNode, WatchOptions } from './store.js';
+import {
+  type NodeEvent,
+  type NodeList,
+  type NodeRecord,
+  type StoredNode,
+  storeError,
+  type WatchOptions,
+} from './store.js';
 
 interface WireWatchResponse {
   header?: WireHeader;
@@ -47,7 +54,7 @@ export async function* watchNodes(
   const stop = AbortSignal.any([opts.signal, ctx.closed]);
   const known = new Map<string, StoredNode>((opts.since?.nodes ?? []).map((s) => [s.node.name, s]));
   /** Invariant: every event up to and including this revision has been yielded. */
-  let revision = opts.since === undefined ? undefined : BigInt(opts.since.revision);
+  let revision = opts.since === undefined ? undefined : parseRevision(opts.since.revision, ctx.where);
   const backoff = ctx.backoff();
 
   while (!stop.aborted) {
@@ -135,6 +142,13 @@ export async function* watchNodes(
     }
     await pause(backoff.next(), stop, ctx.health);
   }
+}
+
+function parseRevision(text: string, where: string): bigint {
+  if (typeof text !== 'string' || !/^[0-9]{1,19}$/.test(text)) {
+    throw storeError(`${where}: watchNodes: since.revision ${JSON.stringify(text)} is not an etcd revision`);
+  }
+  return BigInt(text);
 }
 
 /** Applies one etcd event to `known` and returns the node event to deliver, if any. */
