@@ -55,8 +55,11 @@ function getJson(path) {
   const saDir = env('PODWIRE_SERVICE_ACCOUNT_DIR', '/var/run/secrets/kubernetes.io/serviceaccount');
   const host = process.env.KUBERNETES_SERVICE_HOST;
   const port = process.env.KUBERNETES_SERVICE_PORT;
-  const base = process.env.PODWIRE_API_SERVER || (host && port ? `https://${host.includes(':') ? `[${host}]` : host}:${port}` : '');
-  if (base === '') throw new InstallError('no API server: KUBERNETES_SERVICE_HOST/PORT (or PODWIRE_API_SERVER) unset');
+  const base =
+    process.env.PODWIRE_API_SERVER ||
+    (host && port ? `https://${host.includes(':') ? `[${host}]` : host}:${port}` : '');
+  if (base === '')
+    throw new InstallError('no API server: KUBERNETES_SERVICE_HOST/PORT (or PODWIRE_API_SERVER) unset');
   const url = new URL(path, base);
   const token = readFileSync(join(saDir, 'token'), 'utf8').trim();
   const caPath = join(saDir, 'ca.crt');
@@ -84,7 +87,9 @@ function getJson(path) {
         }
       });
     });
-    req.on('timeout', () => req.destroy(new InstallError(`GET ${url.pathname}: no answer in ${API_TIMEOUT_MS} ms`)));
+    req.on('timeout', () =>
+      req.destroy(new InstallError(`GET ${url.pathname}: no answer in ${API_TIMEOUT_MS} ms`)),
+    );
     req.on('error', reject);
   });
 }
@@ -128,9 +133,13 @@ function checkConflist(text, agentSocket) {
   } catch (err) {
     throw new InstallError(`${CONFLIST}: not JSON`, { cause: err });
   }
-  if (!Array.isArray(list?.plugins) || list.plugins.length === 0) throw new InstallError(`${CONFLIST}: no plugins`);
+  if (!Array.isArray(list?.plugins) || list.plugins.length === 0)
+    throw new InstallError(`${CONFLIST}: no plugins`);
   for (const plugin of list.plugins) {
-    const conf = parseNetConf(JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }), 'ADD');
+    const conf = parseNetConf(
+      JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }),
+      'ADD',
+    );
     if (conf.type !== 'podwire') continue;
     const socket = conf.socket ?? DEFAULT_CONFIG.socket;
     if (socket !== agentSocket) {
@@ -166,6 +175,9 @@ async function main() {
 
 main().catch((err) => {
   // InstallError and the parsers' PodwireError carry messages meant for the operator.
-  log('error', 'install failed', { error: err instanceof Error ? err.message : String(err), code: err?.code });
+  log('error', 'install failed', {
+    error: err instanceof Error ? err.message : String(err),
+    code: err?.code,
+  });
   process.exitCode = 1;
 });

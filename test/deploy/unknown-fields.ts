@@ -72,7 +72,7 @@ function declared(file: string): Declared {
 function walk(value: unknown, file: string, path: string, out: string[]): void {
   if (value === null || typeof value !== 'object') return;
   if (Array.isArray(value)) {
-    value.forEach((item, i) => walk(item, file, `${path}[${i}]`, out));
+    for (const [i, item] of value.entries()) walk(item, file, `${path}[${i}]`, out);
     return;
   }
   const { props } = declared(file);

@@ -3,7 +3,7 @@
  * and one symlink per applet, so that `sh`, `ip`, `ping` and `sleep` exist without an image or a
  * registry. A dynamically linked busybox would need the host's loader and libc inside the root.
  */
-import { copyFileSync, existsSync, mkdirSync, openSync, readSync, closeSync, symlinkSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { must } from '../testbed/exec.js';
 

@@ -10,7 +10,16 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -163,7 +172,8 @@ export class PodmanBed {
       return bed;
     } catch (err) {
       const problems = await bed.cleanup();
-      if (problems.length > 0) throw new Error(`podman bed: setup failed and cleanup left: ${problems.join('; ')}`, { cause: err });
+      if (problems.length > 0)
+        throw new Error(`podman bed: setup failed and cleanup left: ${problems.join('; ')}`, { cause: err });
       throw err;
     }
   }
@@ -304,7 +314,10 @@ export class PodmanBed {
       const live = [
         ...this.liveContainerProcesses(),
         ...processesMentioning(this.dir),
-        ...this.cgroup.pids().filter(isLive).map((p) => `pid ${p} in cgroup ${this.cgroup.path}`),
+        ...this.cgroup
+          .pids()
+          .filter(isLive)
+          .map((p) => `pid ${p} in cgroup ${this.cgroup.path}`),
       ];
       if (live.length === 0 || Date.now() > deadline) return live;
       await sleep(50);

@@ -45,7 +45,9 @@ interface BridgePort {
   ifname: string;
 }
 
-test('podman runs containers on a podwire network and leaves nothing behind', { timeout: 300_000 }, async (t) => {
+test('podman runs containers on a podwire network and leaves nothing behind', {
+  timeout: 300_000,
+}, async (t) => {
   const why = await unavailable();
   if (why !== undefined) {
     t.skip(why);

@@ -1,0 +1,210 @@
+/**
+ * deploy/install-cni.mjs, the DaemonSet's init container, run as in the pod but against temp
+ * directories and a fake API server: podCIDRs from the Node, the agent's parser as the gate, the
+ * conflist last, nothing half-installed on failure, upgrades by rename.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parseAgentConfig } from '../../src/agent/config.js';
+import { run } from '../testbed/exec.js';
+import { DEPLOY_DIR, findOne, type K8sObject, loadManifests } from './manifests.js';
+
+const SCRIPT = join(DEPLOY_DIR, 'install-cni.mjs');
+const TOKEN = 'test-token';
+const configMap = findOne<K8sObject & { data: Record<string, string> }>(loadManifests(), 'ConfigMap');
+const AGENT_YAML = configMap.data['agent.yaml'] as string;
+const CONFLIST = configMap.data['10-podwire.conflist'] as string;
+
+/** Nodes the fake API server knows, by name: their spec. */
+const nodes: Record<string, Record<string, unknown>> = {
+  'node-a': { podCIDRs: ['10.244.7.0/24', 'fd00:10:244:7::/64'] },
+  'node-old': { podCIDR: '10.244.8.0/24' },
+  'node-bare': {},
+  'node-two-v4': { podCIDRs: ['10.244.9.0/24', '10.244.10.0/24'] },
+};
+let requests: string[] = [];
+let server: Server;
+let apiUrl = '';
+
+before(async () => {
+  server = createServer((req, res) => {
+    requests.push(req.url ?? '');
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+      res.writeHead(401).end('{"kind":"Status","code":401}');
+      return;
+    }
+    const name = /^\/api\/v1\/nodes\/([^/]+)$/.exec(req.url ?? '')?.[1];
+    const spec = name === undefined ? undefined : nodes[decodeURIComponent(name)];
+    if (spec === undefined) {
+      res.writeHead(404).end('{"kind":"Status","code":404}');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Node', metadata: { name }, spec }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+interface Bed {
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  path(sub: string): string;
+}
+
+function bed(opts: { conflist?: string; token?: string } = {}): Bed {
+  const dir = mkdtempSync(join(tmpdir(), 'pwt-install-'));
+  for (const sub of ['in', 'out', 'bin', 'net', 'sa']) mkdirSync(join(dir, sub));
+  writeFileSync(join(dir, 'in', 'agent.yaml'), AGENT_YAML);
+  writeFileSync(join(dir, 'in', '10-podwire.conflist'), opts.conflist ?? CONFLIST);
+  writeFileSync(join(dir, 'sa', 'token'), `${opts.token ?? TOKEN}\n`);
+  writeFileSync(join(dir, 'relay'), '#!/bin/sh\n# the relay, new build\n');
+  requests = [];
+  return {
+    dir,
+    path: (sub) => join(dir, sub),
+    env: {
+      PATH: process.env.PATH,
+      PODWIRE_CONFIG_IN: join(dir, 'in'),
+      PODWIRE_CONFIG_OUT: join(dir, 'out'),
+      CNI_BIN_DIR: join(dir, 'bin'),
+      CNI_NET_DIR: join(dir, 'net'),
+      PODWIRE_RELAY: join(dir, 'relay'),
+      PODWIRE_API_SERVER: apiUrl,
+      PODWIRE_SERVICE_ACCOUNT_DIR: join(dir, 'sa'),
+    },
+  };
+}
+
+const install = (b: Bed, env: NodeJS.ProcessEnv) =>
+  run(process.execPath, [SCRIPT], { env: { ...b.env, ...env } });
+
+/** Every file under the bed's output directories. */
+function installed(b: Bed): string[] {
+  return ['out', 'bin', 'net'].flatMap((d) => readdirSync(b.path(d)).map((f) => `${d}/${f}`)).sort();
+}
+
+describe('install-cni.mjs', () => {
+  test("mode node: the Node's podCIDRs, the agent's other keys unchanged, relay and conflist installed", async () => {
+    const b = bed();
+    try {
+      // An older install is replaced, as in a DaemonSet upgrade.
+      writeFileSync(b.path('bin/podwire'), 'old relay');
+      writeFileSync(b.path('net/10-podwire.conflist'), 'old conflist');
+      const r = await install(b, { NODE_NAME: 'node-a' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(requests, ['/api/v1/nodes/node-a']);
+      const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
+      assert.deepEqual(rendered, { ...parseAgentConfig(AGENT_YAML), podCIDRs: nodes['node-a']?.podCIDRs });
+      assert.equal(readFileSync(b.path('bin/podwire'), 'utf8'), readFileSync(b.path('relay'), 'utf8'));
+      assert.equal(statSync(b.path('bin/podwire')).mode & 0o777, 0o755);
+      assert.equal(readFileSync(b.path('net/10-podwire.conflist'), 'utf8'), CONFLIST);
+      assert.deepEqual(
+        installed(b),
+        ['bin/podwire', 'net/10-podwire.conflist', 'out/agent.yaml'],
+        'no temp file left',
+      );
+      assert.match(r.stderr, /"msg":"installed"/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('mode node: the older single spec.podCIDR is taken too', async () => {
+    const b = bed();
+    try {
+      const r = await install(b, { NODE_NAME: 'node-old' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8')).podCIDRs, [
+        '10.244.8.0/24',
+      ]);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('mode config: the ConfigMap podCIDRs as written, no API call', async () => {
+    const b = bed();
+    try {
+      const r = await install(b, { PODWIRE_POD_CIDRS: 'config' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(requests, []);
+      assert.deepEqual(
+        parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8')).podCIDRs,
+        parseAgentConfig(AGENT_YAML).podCIDRs,
+      );
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  const failures: Array<{
+    name: string;
+    opts?: Parameters<typeof bed>[0];
+    env: NodeJS.ProcessEnv;
+    error: RegExp;
+  }> = [
+    {
+      name: 'a Node without podCIDRs',
+      env: { NODE_NAME: 'node-bare' },
+      error: /node node-bare has no spec\.podCIDRs.*PODWIRE_POD_CIDRS=config/,
+    },
+    {
+      name: "podCIDRs the agent's parser refuses",
+      env: { NODE_NAME: 'node-two-v4' },
+      error: /agent config: podCIDRs: more than one IPv4 CIDR/,
+    },
+    { name: 'an unknown Node', env: { NODE_NAME: 'node-missing' }, error: /HTTP 404/ },
+    {
+      name: 'a token the API refuses',
+      opts: { token: 'wrong' },
+      env: { NODE_NAME: 'node-a' },
+      error: /HTTP 401/,
+    },
+    { name: 'no NODE_NAME', env: {}, error: /NODE_NAME is unset/ },
+    {
+      name: 'an unknown mode',
+      env: { PODWIRE_POD_CIDRS: 'dhcp' },
+      error: /PODWIRE_POD_CIDRS=dhcp: must be node or config/,
+    },
+    {
+      name: "a conflist whose socket is not the agent's",
+      opts: {
+        conflist:
+          '{"cniVersion":"1.0.0","name":"podwire","plugins":[{"type":"podwire","socket":"/run/other.sock"}]}',
+      },
+      env: { NODE_NAME: 'node-a' },
+      error: /socket \/run\/other\.sock is not the agent's \(\/run\/podwire\/cni\.sock\)/,
+    },
+    {
+      name: 'a conflist the CNI layer refuses',
+      opts: { conflist: '{"cniVersion":"0.1.0","name":"podwire","plugins":[{"type":"podwire"}]}' },
+      env: { NODE_NAME: 'node-a' },
+      error: /cniVersion: "0\.1\.0" is not supported/,
+    },
+  ];
+  for (const f of failures) {
+    test(`fails on ${f.name}, and installs nothing`, async () => {
+      const b = bed(f.opts);
+      try {
+        const r = await install(b, f.env);
+        assert.equal(r.code, 1, r.stderr);
+        const line = JSON.parse(r.stderr.trim().split('\n').at(-1) as string) as {
+          level: string;
+          error: string;
+        };
+        assert.equal(line.level, 'error');
+        assert.match(line.error, f.error);
+        assert.deepEqual(installed(b), []);
+      } finally {
+        rmSync(b.dir, { recursive: true, force: true });
+      }
+    });
+  }
+});

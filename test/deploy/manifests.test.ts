@@ -1,0 +1,230 @@
+/**
+ * The Kubernetes install (deploy/), checked without a cluster: every YAML document validates against
+ * the Kubernetes schema (kubernetes-models) and holds no field the API does not define; the agent
+ * configuration parses with the agent's own parser and the conflist with the CNI layer's; the socket,
+ * state and netns paths the agent uses are the host's, mounted; both containers run one image; the
+ * RBAC grants what the agent reads and nothing more; the Dockerfile copies files that exist.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, posix } from 'node:path';
+import { describe, test } from 'node:test';
+import { DaemonSet } from 'kubernetes-models/apps/v1';
+import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
+import { DEFAULT_CONFIG, parseAgentConfig } from '../../src/agent/config.js';
+import { parseNetConf } from '../../src/cni/config.js';
+import {
+  container,
+  type DaemonSetObject,
+  DEPLOY_DIR,
+  findOne,
+  type K8sObject,
+  loadManifests,
+  mountFor,
+  type PodSpec,
+  volume,
+} from './manifests.js';
+import { unknownFields } from './unknown-fields.js';
+
+const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  DaemonSet,
+  ConfigMap,
+  ServiceAccount,
+  ClusterRole,
+  ClusterRoleBinding,
+};
+const NAMESPACE = 'kube-system';
+const manifests = loadManifests();
+
+function validate(obj: K8sObject): void {
+  const Model = MODELS[obj.kind];
+  if (Model === undefined) throw new Error(`no model for ${obj.kind}`);
+  new Model(obj as never).validate();
+}
+
+const daemonSet = findOne<DaemonSetObject>(manifests, 'DaemonSet');
+const pod: PodSpec = daemonSet.spec.template.spec;
+const agent = container(pod.containers, 'agent');
+const init = container(pod.initContainers, 'install-cni');
+const configMap = findOne<K8sObject & { data: Record<string, string> }>(manifests, 'ConfigMap');
+const agentYaml = configMap.data['agent.yaml'] ?? '';
+const conflistText = configMap.data['10-podwire.conflist'] ?? '';
+const installer = readFileSync(join(DEPLOY_DIR, 'install-cni.mjs'), 'utf8');
+
+describe('deploy/ against the Kubernetes schema', () => {
+  test('the documents are the expected objects, namespaced in kube-system', () => {
+    const kinds = manifests.map((m) => m.obj.kind).sort();
+    assert.deepEqual(kinds, [
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ConfigMap',
+      'DaemonSet',
+      'ServiceAccount',
+    ]);
+    for (const { file, obj } of manifests) {
+      const clusterScoped = obj.kind.startsWith('Cluster');
+      assert.equal(obj.metadata.namespace, clusterScoped ? undefined : NAMESPACE, `${file} ${obj.kind}`);
+    }
+  });
+
+  for (const { file, obj } of manifests) {
+    test(`${file}: ${obj.kind} ${obj.metadata.name} validates and has no unknown field`, () => {
+      validate(obj);
+      assert.deepEqual(unknownFields(obj), []);
+    });
+  }
+
+  test('the checks catch what they are for: a wrong type, a missing field, a misspelt key', () => {
+    const copy = (): DaemonSetObject => structuredClone(daemonSet);
+    const wrongType = copy() as unknown as { spec: { template: { spec: Record<string, unknown> } } };
+    wrongType.spec.template.spec.hostNetwork = 'yes';
+    assert.throws(() => validate(wrongType as unknown as K8sObject), /hostNetwork must be boolean/);
+    const noSelector = copy() as unknown as { spec: Record<string, unknown> };
+    delete noSelector.spec.selector;
+    assert.throws(() => validate(noSelector as unknown as K8sObject), /selector/);
+    const misspelt = copy() as unknown as { spec: { template: { spec: Record<string, unknown> } } };
+    misspelt.spec.template.spec.hostPid = true;
+    validate(misspelt as unknown as K8sObject); // the schema lets it through ...
+    assert.deepEqual(unknownFields(misspelt as unknown as K8sObject), ['.spec.template.spec.hostPid']); // ... this does not
+  });
+});
+
+describe('deploy/ against podwire', () => {
+  const config = parseAgentConfig(agentYaml);
+
+  test("the ConfigMap's agent.yaml parses with the agent's own parser", () => {
+    assert.equal(config.datapath, 'linux-bridge');
+    assert.ok(config.podCIDRs.length >= 1);
+  });
+
+  test('the conflist is valid for the CNI layer, names the podwire plugin and the agent socket', () => {
+    const list = JSON.parse(conflistText) as {
+      cniVersion: string;
+      name: string;
+      plugins: Array<Record<string, unknown>>;
+    };
+    assert.equal(list.plugins.length, 1);
+    for (const plugin of list.plugins) {
+      const conf = parseNetConf(
+        JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }),
+        'ADD',
+      );
+      assert.equal(conf.type, 'podwire');
+      assert.equal(conf.socket ?? DEFAULT_CONFIG.socket, config.socket);
+    }
+  });
+
+  test('the agent runs `podwire agent --config /etc/podwire/agent.yaml`, privileged, with a readiness probe', () => {
+    assert.deepEqual(agent.command, ['podwire', 'agent', '--config', '/etc/podwire/agent.yaml']);
+    assert.equal(agent.securityContext?.privileged, true);
+    assert.ok(agent.readinessProbe?.exec?.command.includes('/etc/podwire/agent.yaml'));
+  });
+
+  test('host network and PID namespace, on every node whatever its taints', () => {
+    assert.equal(pod.hostNetwork, true);
+    assert.equal(pod.hostPID, true);
+    assert.ok(
+      pod.tolerations?.some((t) => t.operator === 'Exists' && t.key === undefined && t.effect === undefined),
+    );
+    assert.deepEqual(daemonSet.spec.template.metadata.labels, {
+      ...daemonSet.spec.template.metadata.labels,
+      ...daemonSet.spec.selector.matchLabels,
+    });
+  });
+
+  test('the init container and the agent run the same image', () => {
+    assert.equal(init.image, agent.image);
+    assert.ok(init.command?.includes('/opt/podwire/deploy/install-cni.mjs'));
+  });
+
+  test("the agent's config file is the one the init container writes", () => {
+    const read = mountFor(pod, agent, '/etc/podwire/agent.yaml');
+    const written = mountFor(pod, init, '/etc/podwire/agent.yaml');
+    assert.equal(read.mount.name, written.mount.name);
+    assert.equal(read.mount.mountPath, written.mount.mountPath);
+    assert.ok(read.volume.emptyDir !== undefined, 'rendered per pod, not shared through the host');
+    assert.match(installer, /env\('PODWIRE_CONFIG_OUT', '\/etc\/podwire'\)/);
+    const template = volume(pod, mountFor(pod, init, '/etc/podwire-config/agent.yaml').mount.name);
+    assert.equal(template.configMap?.name, configMap.metadata.name);
+    assert.match(installer, /env\('PODWIRE_CONFIG_IN', '\/etc\/podwire-config'\)/);
+  });
+
+  test("the socket, stateDir and netns directories are the host's, at the same paths", () => {
+    const hostDirs: Array<[string, string]> = [
+      [dirname(config.socket), 'socket'],
+      [config.stateDir, 'stateDir'],
+      ['/run/netns', 'netns'],
+      ['/var/run/netns', 'netns'],
+    ];
+    for (const [dir, what] of hostDirs) {
+      const { mount, volume: v } = mountFor(pod, agent, posix.join(dir, 'x'));
+      assert.equal(mount.mountPath, dir, `${what}: ${dir} is mounted as itself`);
+      assert.equal(v.hostPath?.path, dir, `${what}: ${dir} comes from the host's ${dir}`);
+      assert.notEqual(mount.readOnly, true, `${what}: writable`);
+    }
+    for (const dir of ['/run/netns', '/var/run/netns']) {
+      assert.equal(mountFor(pod, agent, `${dir}/x`).mount.mountPropagation, 'HostToContainer', dir);
+    }
+  });
+
+  test("the init container writes the host's CNI directories where the installer expects them", () => {
+    const cases: Array<[string, string, RegExp]> = [
+      ['/host/opt/cni/bin', '/opt/cni/bin', /env\('CNI_BIN_DIR', '\/host\/opt\/cni\/bin'\)/],
+      ['/host/etc/cni/net.d', '/etc/cni/net.d', /env\('CNI_NET_DIR', '\/host\/etc\/cni\/net\.d'\)/],
+    ];
+    for (const [inside, host, defaultInInstaller] of cases) {
+      const { mount, volume: v } = mountFor(pod, init, `${inside}/x`);
+      assert.equal(mount.mountPath, inside);
+      assert.equal(v.hostPath?.path, host);
+      assert.match(installer, defaultInInstaller);
+    }
+    assert.ok(
+      init.env?.some((e) => e.name === 'NODE_NAME' && e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName'),
+    );
+  });
+
+  test('RBAC: the pod runs as the ServiceAccount bound to a read-only ClusterRole on nodes', () => {
+    const sa = findOne(manifests, 'ServiceAccount');
+    const role = findOne<
+      K8sObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }
+    >(manifests, 'ClusterRole');
+    const binding = findOne<
+      K8sObject & {
+        roleRef: { kind: string; name: string };
+        subjects: Array<{ kind: string; name: string; namespace: string }>;
+      }
+    >(manifests, 'ClusterRoleBinding');
+    assert.equal(pod.serviceAccountName, sa.metadata.name);
+    assert.equal(sa.metadata.namespace, daemonSet.metadata.namespace);
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: role.metadata.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace },
+    ]);
+    assert.deepEqual(role.rules, [
+      { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+    ]);
+  });
+
+  test('the Dockerfile copies files that exist, to the paths the DaemonSet runs', () => {
+    const root = dirname(DEPLOY_DIR);
+    const dockerfile = readFileSync(join(DEPLOY_DIR, 'Dockerfile'), 'utf8');
+    const copies = [...dockerfile.matchAll(/^COPY (?!--from)(.+)$/gm)].map((m) =>
+      (m[1] as string).split(/\s+/),
+    );
+    assert.ok(copies.length > 0);
+    for (const parts of copies) {
+      for (const src of parts.slice(0, -1))
+        assert.ok(existsSync(join(root, src)), `COPY source ${src} is missing`);
+    }
+    const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    assert.match(finalStage, /^WORKDIR \/opt\/podwire$/m);
+    assert.match(finalStage, /^COPY deploy\/install-cni\.mjs deploy\/install-cni\.mjs$/m);
+    assert.match(finalStage, /^COPY bin\/podwire bin\/podwire$/m);
+    assert.match(finalStage, /^ENV PATH=\/opt\/podwire\/bin:\$PATH$/m);
+  });
+});
