@@ -548,12 +548,65 @@ static int connect_agent(void)
 	return fd;
 }
 
+/* Must equal SUPPORTED_VERSIONS in src/cni/versions.ts (test/agent/commands.test.ts compares them). */
+static const char *const SUPPORTED_VERSIONS[] = {"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"};
+#define N_SUPPORTED (sizeof(SUPPORTED_VERSIONS) / sizeof(SUPPORTED_VERSIONS[0]))
+
+static int is_version_call(void)
+{
+	const char *cmd = getenv("CNI_COMMAND");
+	return cmd && strcmp(cmd, "VERSION") == 0;
+}
+
+static int is_blank(const unsigned char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
+			return 0;
+	return 1;
+}
+
+/*
+ * VERSION is answered here, never relayed: its stdin is {"cniVersion": ...} alone (SPEC.md), with no
+ * "socket" key, so the relay cannot know which agent to ask; and libcni's ValidateNetworkList probes
+ * every plugin with it (podman 4.3 drops a network whose plugin fails the probe, CRI-O reports it).
+ * The answer depends on nothing but the build. Same shape as the agent's: the requested version when
+ * supported, else the latest.
+ */
+__attribute__((noreturn)) static void answer_version(void)
+{
+	const char *answer = DEFAULT_CNI_VERSION;
+	for (size_t i = 0; i < N_SUPPORTED; i++)
+		if (strcmp(cni_version, SUPPORTED_VERSIONS[i]) == 0)
+			answer = SUPPORTED_VERSIONS[i];
+	struct out o = {.len = 0};
+	out_str(&o, "{\"cniVersion\":");
+	out_json_string(&o, answer);
+	out_str(&o, ",\"supportedVersions\":[");
+	for (size_t i = 0; i < N_SUPPORTED; i++) {
+		out_str(&o, i ? ",\"" : "\"");
+		out_str(&o, SUPPORTED_VERSIONS[i]);
+		out_str(&o, "\"");
+	}
+	out_str(&o, "]}");
+	if (write_all(STDOUT_FILENO, o.buf, o.len) < 0) {
+		dprintf(STDERR_FILENO, "podwire-cni: writing the VERSION answer: %s\n", strerror(errno));
+		exit(1);
+	}
+	exit(0);
+}
+
 int main(void)
 {
 	/* A write to an agent that went away must fail with EPIPE, not kill the relay silently. */
 	signal(SIGPIPE, SIG_IGN);
 
 	size_t config_len = read_stdin();
+	if (is_version_call()) {
+		if (!is_blank(stdin_buf, config_len))
+			scan_config(stdin_buf, config_len);
+		answer_version(); /* does not return */
+	}
 	scan_config(stdin_buf, config_len);
 
 	size_t head_len;

@@ -3,8 +3,22 @@
  * bound to the namespace it was created in: create it with `inNetns` for a pod interface.
  */
 
+import { constants } from 'node:os';
 import { PodwireError } from '../cni/errors.js';
-import { AF_PACKET, bind, close, closeAsync, SOCK_RAW, sendto, socket } from './libc.js';
+import {
+  AF_PACKET,
+  bind,
+  close,
+  closeAsync,
+  KernelError,
+  MSG_DONTWAIT,
+  recv,
+  SOCK_RAW,
+  sendto,
+  socket,
+} from './libc.js';
+
+const EAGAIN = constants.errno.EAGAIN;
 
 /** struct sockaddr_ll (linux/if_packet.h). */
 function sockaddrLl(ifindex: number, protocol: number): Buffer {
@@ -13,6 +27,59 @@ function sockaddrLl(ifindex: number, protocol: number): Buffer {
   sa.writeUInt16BE(protocol, 2);
   sa.writeInt32LE(ifindex, 4);
   return sa;
+}
+
+/**
+ * A receiving packet socket on one interface for one ethertype (e.g. ETH_P_ARP), for captures: frames
+ * queue in the socket until `drain` reads them without blocking.
+ */
+export class CaptureSocket implements Disposable {
+  #fd: number;
+  readonly #buf = Buffer.allocUnsafe(65536);
+
+  private constructor(fd: number) {
+    this.#fd = fd;
+  }
+
+  /** Equivalent to: socket(AF_PACKET, SOCK_RAW, htons(ethertype)) bound to `ifindex`. */
+  static open(ifindex: number, ethertype: number): CaptureSocket {
+    const proto = ((ethertype & 0xff) << 8) | (ethertype >> 8); // htons
+    const fd = socket(AF_PACKET, SOCK_RAW, proto);
+    try {
+      bind(fd, sockaddrLl(ifindex, ethertype));
+    } catch (err) {
+      close(fd);
+      throw err;
+    }
+    return new CaptureSocket(fd);
+  }
+
+  /** Every frame queued now (copies), without waiting for more. */
+  drain(): Buffer[] {
+    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', 'capture socket used after close');
+    const frames: Buffer[] = [];
+    for (;;) {
+      let n: number;
+      try {
+        n = recv(this.#fd, this.#buf, MSG_DONTWAIT);
+      } catch (err) {
+        if (err instanceof KernelError && err.errno === EAGAIN) return frames;
+        throw err;
+      }
+      frames.push(Buffer.from(this.#buf.subarray(0, Math.min(n, this.#buf.length))));
+    }
+  }
+
+  close(): void {
+    if (this.#fd < 0) return;
+    const fd = this.#fd;
+    this.#fd = -1;
+    close(fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
 }
 
 /** A send-only packet socket on one interface; protocol 0 so the kernel never queues frames to it. */

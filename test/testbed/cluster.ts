@@ -74,7 +74,8 @@ export class TestCluster {
 
   get storeConfig(): Record<string, unknown> {
     return this.options.store === 'etcd'
-      ? { store: 'etcd', endpoints: [this.etcd?.endpoint], prefix: '/podwire' }
+      ? // A loaded CI machine can keep etcd's fsync busy past the 2 s default.
+        { store: 'etcd', endpoints: [this.etcd?.endpoint], prefix: '/podwire', requestTimeoutMs: 8000 }
       : { store: 'file', path: join(this.dir, 'cluster.yaml') };
   }
 
