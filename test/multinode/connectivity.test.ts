@@ -18,10 +18,13 @@ const MODES: ClusterOptions[] = [
   { nodes: 3, store: 'file', trafficMode: 'encap', ipv6: true },
   { nodes: 3, store: 'etcd', trafficMode: 'encap' },
   { nodes: 3, store: 'etcd', trafficMode: 'noEncap' },
+  { nodes: 3, store: 'etcd', trafficMode: 'encap', datapath: 'ovs' },
+  { nodes: 3, store: 'file', trafficMode: 'noEncap', datapath: 'ovs' },
 ];
 
 for (const mode of MODES) {
-  describe(`cluster: ${mode.store} store, ${mode.trafficMode}${mode.ipv6 ? ', dual-stack' : ''}`, () => {
+  const name = `${mode.datapath ?? 'linux-bridge'}, ${mode.store} store, ${mode.trafficMode}${mode.ipv6 ? ', dual-stack' : ''}`;
+  describe(`cluster: ${name}`, () => {
     const cluster = new TestCluster(mode);
     const servers = new TcpServers();
     const pods: Pod[] = [];

@@ -90,15 +90,13 @@ export class TestCluster {
       nodeName: name,
       uplink: underlay.uplink,
       trafficMode: this.options.trafficMode ?? 'encap',
-      datapath: this.options.datapath ?? 'linux-bridge',
-      bridge: null,
     };
     if (this.options.store === 'etcd') {
       config.podCIDRs = null;
       config.clusterCIDRs = v6 ? [CLUSTER_V4, CLUSTER_V6] : [CLUSTER_V4];
       config.nodeCIDRMaskSize = v6 ? { ipv4: 24, ipv6: 64 } : { ipv4: 24 };
     }
-    const node = new TestNode({ nodeNs: underlay.ns, config });
+    const node = new TestNode({ nodeNs: underlay.ns, config, datapath: this.options.datapath ?? 'linux-bridge' });
     return { name, underlay, node };
   }
 
