@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# Installs and builds podwire on Debian 12 (as root), then runs the agent in the foreground on
-# config/default.yaml. `--no-start` (or CI=true) stops after the build. Idempotent.
+# Installs and builds podwire on Debian 12 (as root), then runs the demo (a two-node cluster of
+# namespaces, removed at the end). `--agent` runs the agent on config/default.yaml instead;
+# `--no-start` (or CI=true) stops after the build. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-start=1
+start=demo
 for arg in "$@"; do
   case "$arg" in
     --no-start) start=0 ;;
+    --agent) start=agent ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
 [ "${CI:-}" = "true" ] && start=0
 
-packages=(iproute2 tcpdump arping iputils-ping containernetworking-plugins python3-scapy build-essential podman runc busybox-static)
+packages=(iproute2 tcpdump arping iputils-ping curl containernetworking-plugins python3-scapy build-essential
+  podman runc busybox-static openvswitch-switch etcd-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
+  # podwire starts its own ovsdb-server, ovs-vswitchd and etcd where it needs them: keep the packages'
+  # services from starting system-wide during the install.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; own_policy=1; fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
 fi
 
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
 npm run build
 
-if [ "$start" = 1 ]; then
-  echo "setup: starting the agent on config/default.yaml (Ctrl-C stops it)"
-  exec bin/podwire agent --config config/default.yaml
-fi
+case "$start" in
+  demo)
+    echo "setup: running the demo (bin/podwire demo --help for its options)"
+    exec bin/podwire demo ;;
+  agent)
+    echo "setup: starting the agent on config/default.yaml (Ctrl-C stops it)"
+    exec bin/podwire agent --config config/default.yaml ;;
+esac

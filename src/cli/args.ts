@@ -10,7 +10,7 @@ export interface CliArgs {
   values: Map<string, string>;
 }
 
-const WITH_VALUE = new Set(['--config', '--socket', '--pod']);
+const WITH_VALUE = new Set(['--config', '--socket', '--pod', '--datapath', '--interface', '--seconds']);
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -28,6 +28,7 @@ export function parseArgs(argv: readonly string[]): CliArgs {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (a === '--json') out.json = true;
+    else if (a === '--keep') out.values.set('--keep', 'true');
     else if (a === '--help' || a === '-h') out.help = true;
     else if (WITH_VALUE.has(a)) {
       const v = argv[++i];

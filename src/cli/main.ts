@@ -3,10 +3,17 @@ import { PodwireError } from '../cni/errors.js';
 import { agentCommand } from './agent-command.js';
 import { parseArgs, UsageError } from './args.js';
 import { COMMANDS, type Command } from './commands.js';
+import { demoCommand } from './demo-command.js';
 import { flowsCommand } from './flows-command.js';
 import { nodeCommand } from './node-command.js';
 
-const ALL: Record<string, Command> = { agent: agentCommand, flows: flowsCommand, node: nodeCommand, ...COMMANDS };
+const ALL: Record<string, Command> = {
+  agent: agentCommand,
+  demo: demoCommand,
+  flows: flowsCommand,
+  node: nodeCommand,
+  ...COMMANDS,
+};
 
 function usage(): string {
   const width = Math.max(...Object.keys(ALL).map((k) => k.length));

@@ -19,7 +19,12 @@ async function podCIDROf(m: ClusterMember): Promise<string> {
 
 /** Routes to peer pod CIDRs that podwire programmed on a node (protocol 250). */
 async function peerRoutes(m: ClusterMember): Promise<string[]> {
-  const routes = await ipJson<Array<{ dst: string; protocol?: string | number }>>(m.underlay.ns, ['route', 'show', 'proto', '250']);
+  const routes = await ipJson<Array<{ dst: string; protocol?: string | number }>>(m.underlay.ns, [
+    'route',
+    'show',
+    'proto',
+    '250',
+  ]);
   return routes.map((r) => r.dst).sort();
 }
 

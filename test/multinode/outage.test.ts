@@ -26,9 +26,13 @@ async function storeHealthy(m: ClusterMember): Promise<boolean> {
 function continuousPing(ns: string, ip: string, seconds: number): Promise<[number, number]> {
   return new Promise((resolve, reject) => {
     const count = Math.ceil(seconds * 5);
-    const child = spawn('ip', ['netns', 'exec', ns, 'ping', '-i', '0.2', '-W', '1', '-c', String(count), ip], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', ns, 'ping', '-i', '0.2', '-W', '1', '-c', String(count), ip],
+      {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
@@ -64,7 +68,10 @@ test(`etcd down for ${OUTAGE_S} s: traffic goes on, ADD works, the agents recove
   await b.node.stopAgent('SIGTERM');
   await b.node.startAgent(); // leases nothing: it uses the CIDR it remembers
   const afterRestart = await b.node.addPod('or');
-  assert.equal((await b.node.cni({ command: 'ADD', containerId: 'out-restart', netns: afterRestart })).code, 0);
+  assert.equal(
+    (await b.node.cni({ command: 'ADD', containerId: 'out-restart', netns: afterRestart })).code,
+    0,
+  );
 
   await sleep(Math.max(0, OUTAGE_S * 1000 - 2000));
   await cluster.etcd?.restart();

@@ -1,0 +1,253 @@
+/**
+ * A podwire node for tests: a throwaway "node" namespace with an agent running inside it (I7), its
+ * own state directory and socket, and pods (namespaces) added through the real relay.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { stringify as stringifyYaml } from 'yaml';
+import { type Run, run } from './exec.js';
+import { NamespaceSet, netnsPath } from './namespaces.js';
+import { OvsInstance } from './ovs.js';
+
+export const ROOT = resolve(import.meta.dirname, '../../..');
+export const RELAY = join(ROOT, 'bin/podwire-cni');
+const MAIN = join(ROOT, 'dist/src/cli/main.js');
+
+export interface NodeOptions {
+  podCIDRs?: string[];
+  bridge?: string;
+  mtu?: number;
+  maxParallel?: number;
+  /** A node namespace made by the caller (e.g. a cluster bed with an uplink); else one is created. */
+  nodeNs?: string;
+  /** More agent configuration keys; a key set to null is left out of the file. */
+  config?: Record<string, unknown>;
+  /**
+   * `ovs`: the node gets a private Open vSwitch (test/testbed/ovs.ts, userspace datapath) and the
+   * agent runs `datapath: ovs` on bridge br-podwire unless `bridge` says otherwise.
+   */
+  datapath?: 'linux-bridge' | 'ovs';
+}
+
+export interface CniCall {
+  command: 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
+  containerId?: string;
+  netns?: string;
+  ifname?: string;
+  cniVersion?: string;
+  /** Extra keys merged into the network configuration. */
+  conf?: Record<string, unknown>;
+  /** Overrides of the environment (undefined removes a variable). */
+  env?: Record<string, string | undefined>;
+  /** Raw stdin instead of the generated configuration. */
+  stdin?: string;
+}
+
+export interface CniOutcome extends Run {
+  json: Record<string, unknown> | undefined;
+}
+
+export class TestNode {
+  readonly ns: NamespaceSet;
+  readonly dir: string;
+  readonly socket: string;
+  readonly configPath: string;
+  readonly options: Required<Omit<NodeOptions, 'nodeNs' | 'config'>>;
+  /** The node's private OVS, when `datapath` is 'ovs'; running from setup() to cleanup(). */
+  ovs: OvsInstance | undefined;
+  readonly #given: Pick<NodeOptions, 'nodeNs' | 'config'>;
+  nodeNs = '';
+  agent: ChildProcess | undefined;
+  /** Everything the agent wrote to stderr (JSON lines). */
+  logs = '';
+
+  constructor(options: NodeOptions = {}) {
+    this.ns = new NamespaceSet();
+    this.dir = mkdtempSync(join(tmpdir(), 'pwt-'));
+    this.socket = join(this.dir, 'cni.sock');
+    this.configPath = join(this.dir, 'agent.yaml');
+    this.options = {
+      podCIDRs: options.podCIDRs ?? ['10.244.1.0/24', 'fd00:10:244:1::/64'],
+      datapath: options.datapath ?? 'linux-bridge',
+      bridge: options.bridge ?? (options.datapath === 'ovs' ? 'br-podwire' : 'podwire0'),
+      mtu: options.mtu ?? 1500,
+      maxParallel: options.maxParallel ?? 32,
+    };
+    this.#given = { nodeNs: options.nodeNs, config: options.config };
+  }
+
+  async setup(): Promise<this> {
+    this.nodeNs = this.#given.nodeNs ?? (await this.ns.add('node'));
+    await run('ip', ['-n', this.nodeNs, 'link', 'set', 'lo', 'up']);
+    const o = this.options;
+    if (o.datapath === 'ovs') this.ovs = await OvsInstance.start(this.nodeNs);
+    const config: Record<string, unknown> = {
+      podCIDRs: o.podCIDRs,
+      datapath: o.datapath,
+      bridge: o.bridge,
+      ...(this.ovs ? { ovsdb: this.ovs.ovsdb, ovsDatapathType: 'netdev' } : {}),
+      mtu: o.mtu,
+      socket: this.socket,
+      stateDir: join(this.dir, 'state'),
+      maxParallel: o.maxParallel,
+      ...this.#given.config,
+    };
+    for (const [k, v] of Object.entries(config)) if (v === null) delete config[k];
+    writeFileSync(this.configPath, stringifyYaml(config));
+    await this.startAgent();
+    return this;
+  }
+
+  async startAgent(): Promise<void> {
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', this.nodeNs, process.execPath, MAIN, 'agent', '--config', this.configPath],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    this.agent = child;
+    const from = this.logs.length;
+    child.stderr?.on('data', (d: Buffer) => {
+      this.logs += d.toString();
+    });
+    const deadline = Date.now() + 15_000;
+    while (!this.logs.includes('"agent started"', from)) {
+      if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
+      if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);
+      await sleep(20);
+    }
+  }
+
+  get agentPid(): number {
+    const pid = this.agent?.pid;
+    if (pid === undefined) throw new Error('agent not running');
+    return pid;
+  }
+
+  /** The agent's open descriptors (I2), as "fd -> target" for messages. */
+  openFds(): string[] {
+    const dir = `/proc/${this.agentPid}/fd`;
+    return readdirSync(dir).map((fd) => {
+      try {
+        return `${fd} -> ${readlinkSync(`${dir}/${fd}`)}`;
+      } catch {
+        return `${fd} -> (closed while listing)`;
+      }
+    });
+  }
+
+  /**
+   * Waits until the agent holds exactly `baseline` descriptors. A connection's socket is closed a few
+   * event-loop turns after the relay has its answer, so a count taken at once can be one high for a
+   * moment; a leak stays. Returns the descriptors held at the deadline (or at equality).
+   */
+  async settleFds(baseline: number, timeoutMs = 2000): Promise<string[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const fds = this.openFds();
+      if (fds.length === baseline || Date.now() > deadline) return fds;
+      await sleep(10);
+    }
+  }
+
+  async stopAgent(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    const child = this.agent;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode ?? null;
+    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+    child.kill(signal);
+    const code = await exited;
+    this.agent = undefined;
+    return code;
+  }
+
+  /**
+   * The claims in the agent's IPAM store, read from its files (one file per address; names starting
+   * with '.' are records being written, not claims).
+   */
+  claims(): Array<{ ip: string; containerId: string; ifname: string }> {
+    const root = join(this.dir, 'state', 'ipam');
+    if (!existsSync(root)) return [];
+    const out: Array<{ ip: string; containerId: string; ifname: string }> = [];
+    for (const range of readdirSync(root)) {
+      for (const file of readdirSync(join(root, range))) {
+        if (file.startsWith('.')) continue;
+        const rec = JSON.parse(readFileSync(join(root, range, file), 'utf8')) as {
+          containerId: string;
+          ifname: string;
+        };
+        out.push({ ip: file.replaceAll('_', ':'), containerId: rec.containerId, ifname: rec.ifname });
+      }
+    }
+    return out;
+  }
+
+  async addPod(role = 'pod'): Promise<string> {
+    return this.ns.add(role);
+  }
+
+  /** Calls the real relay, as a runtime would. */
+  async cni(call: CniCall): Promise<CniOutcome> {
+    const env: Record<string, string | undefined> = {
+      PATH: process.env.PATH,
+      CNI_COMMAND: call.command,
+      CNI_CONTAINERID: call.containerId,
+      CNI_NETNS:
+        call.netns === undefined
+          ? undefined
+          : call.netns.startsWith('/')
+            ? call.netns
+            : netnsPath(call.netns),
+      CNI_IFNAME: call.ifname ?? (call.containerId ? 'eth0' : undefined),
+      CNI_PATH: '/opt/cni/bin',
+      ...call.env,
+    };
+    for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
+    const stdin =
+      call.stdin ??
+      JSON.stringify({
+        cniVersion: call.cniVersion ?? '1.1.0',
+        name: 'podwire',
+        type: 'podwire',
+        socket: this.socket,
+        ...call.conf,
+      });
+    const r = await run(RELAY, [], { env: env as NodeJS.ProcessEnv, input: stdin });
+    let json: Record<string, unknown> | undefined;
+    try {
+      json = r.stdout.trim() === '' ? undefined : (JSON.parse(r.stdout) as Record<string, unknown>);
+    } catch {
+      json = undefined;
+    }
+    return { ...r, json };
+  }
+
+  async cleanup(): Promise<void> {
+    await this.stopAgent('SIGKILL');
+    await this.ovs?.stop();
+    await this.ns.cleanup();
+    if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The addresses ("ip/len") an ADD result reports. */
+export function resultAddresses(out: CniOutcome): string[] {
+  const ips = (out.json?.ips ?? []) as Array<{ address: string }>;
+  return ips.map((ip) => ip.address);
+}
+
+/** The addresses of an ADD result without their prefix length. */
+export function resultIps(out: CniOutcome): string[] {
+  return resultAddresses(out).map((a) => a.split('/')[0] as string);
+}
