@@ -1,8 +1,8 @@
 /** What the control socket answers: the agent's state as the CLI shows it. */
-import { readdirSync } from 'node:fs';
 import type { AgentContext } from './context.js';
 import type { ControlMethod } from './control-server.js';
 import { hostVethName } from './host-veth.js';
+import { openDescriptors } from './open-fds.js';
 import { podMac } from './pod-mac.js';
 import { reconcile } from './reconcile.js';
 import type { Scheduler } from './scheduler.js';
@@ -43,7 +43,7 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     pods: attachments.size,
     requestsInFlight: scheduler.inFlight,
     announcementFrames: ctx.announcer.framesSent,
-    openDescriptors: readdirSync('/proc/self/fd').length,
+    openDescriptors: openDescriptors(),
     cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
   };
 }

@@ -1,7 +1,7 @@
 /** The agent's state as Prometheus samples, read at each scrape. */
-import { readdirSync } from 'node:fs';
 import type { AgentContext } from './context.js';
 import type { Sampled } from './metrics.js';
+import { openDescriptors } from './open-fds.js';
 import type { Scheduler } from './scheduler.js';
 
 export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] {
@@ -43,7 +43,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       name: 'podwire_open_fds',
       help: "The agent's open file descriptors.",
       type: 'gauge',
-      read: () => [{ labels: {}, value: readdirSync('/proc/self/fd').length }],
+      read: () => [{ labels: {}, value: openDescriptors() }],
     },
     {
       name: 'podwire_cluster_store_healthy',

@@ -50,6 +50,35 @@ test('CNI calls are counted by command and result, with a latency histogram', as
   assert.equal(sample(await scrape(), 'podwire_pods'), 0);
 });
 
+test('after N ADDs and DELs the counters and histogram counts are N; descriptors match /proc', async () => {
+  const N = 5;
+  const before = await scrape();
+  const count = (text: string, series: string) => sample(text, series) ?? 0;
+  const pods = await Promise.all(Array.from({ length: N }, (_, i) => node.addPod(`n${i}`)));
+  for (const [i, pod] of pods.entries()) {
+    assert.equal((await node.cni({ command: 'ADD', containerId: `n${i}`, netns: pod })).code, 0);
+  }
+  for (const [i, pod] of pods.entries()) {
+    assert.equal((await node.cni({ command: 'DEL', containerId: `n${i}`, netns: pod })).code, 0);
+  }
+  // Announcement sockets close on a worker thread some milliseconds after the last ADD.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const text = await scrape();
+  for (const command of ['ADD', 'DEL']) {
+    const ok = `{command="${command}",result="ok"}`;
+    assert.equal(
+      count(text, `podwire_cni_requests_total${ok}`) - count(before, `podwire_cni_requests_total${ok}`),
+      N,
+    );
+    const hist = `podwire_cni_request_duration_seconds_count${ok}`;
+    assert.equal(count(text, hist) - count(before, hist), N);
+  }
+  // The scrape's own connection holds a descriptor while the agent counts: allow that one.
+  const proc = (await node.settleFds(-1, 0)).length;
+  const reported = sample(text, 'podwire_open_fds') ?? -1;
+  assert.ok(Math.abs(reported - proc) <= 1, `podwire_open_fds ${reported} vs /proc ${proc}`);
+});
+
 test('an unknown command is counted as "invalid", never as a label of its own', async () => {
   await node.cni({ command: 'ADD', containerId: 'x', env: { CNI_COMMAND: 'BOGUS' } });
   const text = await scrape();
