@@ -3,13 +3,13 @@
  *   request:  u32 big-endian N, N bytes of "KEY=VALUE\0" (the CNI_* environment), then stdin until EOF
  *   response: one byte (the relay's exit code), then the bytes to print on stdout, then EOF
  */
-import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { dirname } from 'node:path';
 import { PodwireError, toCniErrorObject } from '../cni/errors.js';
 import { LATEST_VERSION } from '../cni/versions.js';
 import type { CniAnswer } from './cni-dispatch.js';
 import type { Logger } from './log.js';
+import { listenUnix } from './unix-listen.js';
 
 /**
  * A request larger than this is refused: a network configuration is a few KiB. The relay caps stdin
@@ -70,16 +70,7 @@ export class CniServer {
 
   /** Listens on the path (replacing a stale socket file) with mode 0600. */
   async listen(): Promise<void> {
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
-    rmSync(this.path, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.path, () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    chmodSync(this.path, 0o600);
+    await listenUnix(this.#server, this.path);
   }
 
   /** Stops accepting; waits for calls in progress to answer. */

@@ -4,11 +4,12 @@
  *   request:  {"method": "status", "params": {...}}
  *   response: {"ok": true, "result": ...} or {"ok": false, "error": {"code": "ERR_...", "message": "..."}}
  */
-import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { PodwireError } from '../cni/errors.js';
 import type { Logger } from './log.js';
+import { listenUnix } from './unix-listen.js';
 
 export type ControlMethod = (params: Record<string, unknown>) => Promise<unknown>;
 
@@ -33,16 +34,7 @@ export class ControlServer {
   }
 
   async listen(): Promise<void> {
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o755 });
-    rmSync(this.path, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.path, () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    chmodSync(this.path, 0o600);
+    await listenUnix(this.#server, this.path);
   }
 
   async close(): Promise<void> {

@@ -3,55 +3,14 @@
  * ARP hygiene (I5): arp_announce=1, a MAC that does not change when ports come and go.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { capture } from '../../src/bed/tcpdump.js';
 import { ipJson, must } from '../testbed/exec.js';
 import { resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] });
 before(() => node.setup());
 after(() => node.cleanup());
-
-/** Starts tcpdump on the bridge; resolves once it listens. `stop` returns the lines it printed. */
-async function capture(
-  ns: string,
-  ifname: string,
-  filter: string,
-): Promise<{ stop: () => Promise<string[]> }> {
-  const child = spawn(
-    'ip',
-    ['netns', 'exec', ns, 'tcpdump', '--immediate-mode', '-l', '-n', '-e', '-i', ifname, filter],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  const deadline = Date.now() + 10_000;
-  while (!err.includes('listening on')) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`tcpdump did not start: ${err}`);
-    }
-    await sleep(20);
-  }
-  return {
-    stop: async () => {
-      await sleep(300);
-      const exited = new Promise((res) => child.once('exit', res));
-      child.kill('SIGINT');
-      await exited;
-      return out.split('\n').filter((l) => l.trim() !== '');
-    },
-  };
-}
 
 test('three gratuitous ARPs and unsolicited NAs from the pod are seen on the bridge', async () => {
   const pod = await node.addPod('garp');

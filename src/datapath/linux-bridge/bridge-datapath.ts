@@ -7,8 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
-import { ifaceSysctl, type SysctlWriter } from '../../kernel/sysctl.js';
+import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+import { configureGateway } from '../gateway.js';
 
 export interface BridgeDatapathOptions {
   /** A netlink socket in the node namespace, owned by the caller. */
@@ -55,23 +56,7 @@ export class BridgeDatapath implements Datapath {
     }
     if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
     this.#bridgeIndex = link.index;
-    const present = new Set(nl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
-    for (const gw of gateways) {
-      if (present.has(`${gw.address}/${gw.prefixLength}`)) continue;
-      nl.addAddress(
-        link.index,
-        { address: gw.address, prefixLength: gw.prefixLength },
-        { nodad: gw.family === 6 },
-      );
-    }
-    // Never answer or ask with an address that is not on the bridge's own subnet (DESIGN.md, failure 2).
-    sysctl(ifaceSysctl(4, bridge, 'arp_announce'), '1');
-    sysctl('net/ipv4/ip_forward', '1');
-    if (gateways.some((g) => g.family === 6)) {
-      sysctl(ifaceSysctl(6, bridge, 'accept_ra'), '0');
-      sysctl('net/ipv6/conf/all/forwarding', '1');
-    }
-    nl.setLinkUp(link.index);
+    configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
   }
 
   /**

@@ -12,8 +12,9 @@ import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import { ifaceSysctl, type SysctlWriter } from '../../kernel/sysctl.js';
+import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+import { configureGateway } from '../gateway.js';
 import { diffFlows, parseFlow } from './flow-text.js';
 import { Ofctl } from './ofctl.js';
 import { OvsdbClient } from './ovsdb-client.js';
@@ -271,22 +272,6 @@ export class OvsDatapath implements Datapath {
     if (link.mac?.toLowerCase() !== mac) {
       throw new PodwireError('ERR_DATAPATH', `gateway ${gateway} has MAC ${link.mac}, OVSDB says ${mac}`);
     }
-    const present = new Set(nl.addresses({ index: link.index }).map((a) => `${a.address}/${a.prefixLength}`));
-    for (const gw of gateways) {
-      if (present.has(`${gw.address}/${gw.prefixLength}`)) continue;
-      nl.addAddress(
-        link.index,
-        { address: gw.address, prefixLength: gw.prefixLength },
-        { nodad: gw.family === 6 },
-      );
-    }
-    // Never answer or ask with an address that is not on the gateway's own subnet (DESIGN.md, failure 2).
-    sysctl(ifaceSysctl(4, gateway, 'arp_announce'), '1');
-    sysctl('net/ipv4/ip_forward', '1');
-    if (gateways.some((g) => g.family === 6)) {
-      sysctl(ifaceSysctl(6, gateway, 'accept_ra'), '0');
-      sysctl('net/ipv6/conf/all/forwarding', '1');
-    }
-    nl.setLinkUp(link.index);
+    configureGateway(nl, sysctl, { index: link.index, name: gateway }, gateways);
   }
 }

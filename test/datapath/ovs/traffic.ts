@@ -86,40 +86,4 @@ export async function tcpExchange(
   }
 }
 
-/** Starts tcpdump in a namespace; resolves once it listens. `stop` returns the lines it printed. */
-export async function capture(
-  ns: string,
-  ifname: string,
-  filter: string,
-): Promise<{ stop: () => Promise<string[]> }> {
-  const child = spawn(
-    'ip',
-    ['netns', 'exec', ns, 'tcpdump', '--immediate-mode', '-l', '-n', '-e', '-i', ifname, filter],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  const deadline = Date.now() + 10_000;
-  while (!err.includes('listening on')) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`tcpdump did not start: ${err}`);
-    }
-    await sleep(20);
-  }
-  return {
-    stop: async () => {
-      await sleep(300);
-      const exited = new Promise((res) => child.once('exit', res));
-      child.kill('SIGINT');
-      await exited;
-      return out.split('\n').filter((l) => l.trim() !== '');
-    },
-  };
-}
+export { capture } from '../../../src/bed/tcpdump.js';
