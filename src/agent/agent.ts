@@ -27,6 +27,12 @@ import { MetricsServer } from './metrics-server.js';
 import { reconcile } from './reconcile.js';
 import { Scheduler } from './scheduler.js';
 
+/**
+ * Link deletions in flight at once, each on its own netlink socket and worker thread: the kernel
+ * spends ~20 ms of each waiting for RCU, and many of those waits overlap. See threadpool.ts.
+ */
+export const ASYNC_NETLINK_SOCKETS = 8;
+
 /** Three gratuitous ARPs, 50 ms apart (the contract; arping -U sends the same). */
 export const ANNOUNCE = { rounds: 3, intervalMs: 50 } as const;
 
@@ -62,7 +68,7 @@ export class Agent {
     try {
       const home = NetnsHandle.current();
       closers.push(() => home.close());
-      const nl = Rtnetlink.open({ async: true });
+      const nl = Rtnetlink.open({ asyncSockets: ASYNC_NETLINK_SOCKETS });
       closers.push(() => nl.close());
       // In cluster mode the pod CIDRs come from the store and the MTU pays for encapsulation.
       const cluster = await startCluster(given, nl, log, closers);

@@ -1,5 +1,6 @@
 /**
- * CNI DEL: undoes ADD in reverse order (announcements, datapath port, veth, IPAM). Needs no netns:
+ * CNI DEL: undoes ADD in reverse order (announcements, datapath port, veth down, then the veth and
+ * the IPAM claim together). Needs no netns:
  * deleting the host end removes the pod end with it, and the address is released even when the
  * namespace is long gone. Succeeds when any part is already gone.
  */
@@ -14,12 +15,14 @@ export async function cmdDel(ctx: AgentContext, att: Attachment, log: Logger): P
   const hostName = hostVethName(att.containerId, att.ifname);
   await ctx.announcer.cancel(attachmentKey(att.containerId, att.ifname));
   t.mark('announcer');
-  await ctx.datapath.detachPort(hostName);
+  if (!ctx.datapath.linkDeletionDetaches) await ctx.datapath.detachPort(hostName);
   t.mark('datapath');
-  const removedVeth = await ctx.nl.deleteLinkByNameAsync(hostName);
-  t.mark('veth');
-  const released = await ctx.ipam.release(att);
-  t.mark('ipam');
+  // Once the host end is down the pod can neither send nor receive, so its address may go to another
+  // pod while the kernel takes its time (~20 ms of RCU waits) to unregister the veth.
+  const link = ctx.nl.linkByName(hostName);
+  if (link) ctx.nl.setLinkDown(link.index);
+  const [removedVeth, released] = await Promise.all([ctx.nl.deleteLinkByNameAsync(hostName), ctx.ipam.release(att)]);
+  t.mark('veth+ipam');
   log.info('attachment deleted', {
     hostVeth: hostName,
     removedVeth,

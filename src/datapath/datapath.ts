@@ -41,6 +41,12 @@ export interface Datapath {
    * offload (OVS's userspace datapath): ADD then turns tx-checksumming off on the pod side of the veth.
    */
   readonly podTxChecksumming: boolean;
+  /**
+   * True when deleting the host veth is all it takes to detach the port (the Linux bridge: the kernel
+   * removes a deleted device from its bridge); false when the datapath keeps state about the port
+   * (OVS: its port row and flows), which DEL must remove before the veth.
+   */
+  readonly linkDeletionDetaches: boolean;
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
   start(): Promise<void>;
   /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */

@@ -4,7 +4,8 @@
  *
  * claim   = write the record to a temp file in the range dir, fsync it, link(2) it to the address
  *           name (atomic; EEXIST means taken), unlink the temp, fsync the range dir.
- * release = read the record, check the owner, unlink, fsync the range dir.
+ * release = read the record, check the owner, unlink (not fsynced: see the invariants in store.ts).
+ * The range dir's fsync is group-committed (dir-sync.ts): concurrent claims share one.
  * A crash at any point leaves the address file either absent or complete (it is only ever created
  * by linking an fsynced file), plus at most a stale temp file, which `open` removes.
  *
@@ -32,10 +33,10 @@ import {
   mtimeIfExists,
   readdirIfExists,
   subdirectories,
-  syncDir,
   unlinkIfExists,
   writeNewFileDurably,
 } from './fs-durable.js';
+import { DirSyncer } from './dir-sync.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import {
   type AllocationRecord,
@@ -58,6 +59,8 @@ export class FileStore implements IpamStore {
   #closed = false;
   /** Operations started and not yet settled; `close` waits for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
+  /** One group-committing fsync per range directory (dir-sync.ts). */
+  readonly #syncers = new Map<string, DirSyncer>();
   /** Range dir path -> its durable creation, done once per instance. Rejected entries are dropped. */
   readonly #rangeDirs = new Map<string, Promise<void>>();
   readonly #releases = new KeyedMutex();
@@ -94,9 +97,18 @@ export class FileStore implements IpamStore {
       }
       await unlinkIfExists(temp);
       // One fsync makes both the new link and the temp's removal durable.
-      if (linked) await syncDir(rangeDir);
+      if (linked) await this.#syncer(rangeDir).sync();
       return linked;
     });
+  }
+
+  #syncer(rangeDir: string): DirSyncer {
+    let s = this.#syncers.get(rangeDir);
+    if (!s) {
+      s = new DirSyncer(rangeDir);
+      this.#syncers.set(rangeDir, s);
+    }
+    return s;
   }
 
   release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean> {
@@ -107,9 +119,8 @@ export class FileStore implements IpamStore {
       return this.#releases.run(file, async () => {
         const rec = await readRecord(file);
         if (rec === undefined || !isOwner(rec, owner)) return false;
-        if (!(await unlinkIfExists(file))) return false;
-        await syncDir(rangeDir);
-        return true;
+        // No fsync: a release lost to power loss is repaired by reconcile (store.ts, invariants).
+        return unlinkIfExists(file);
       });
     });
   }

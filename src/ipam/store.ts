@@ -9,10 +9,14 @@
  *   one resolves true, and none succeeds while the key exists.
  * - `release` is compare-and-delete on the owner (containerId, ifname): it never removes a claim
  *   that another attachment holds.
- * - `claim` and `release` are durable before they resolve true: a process kill or power loss
- *   afterwards does not undo them. A crash before they resolve leaves the key either wholly
- *   claimed (with a complete record) or absent. A `claim` that rejects (ERR_STORE) may or may not
- *   have taken effect; a `release` by the same owner settles it.
+ * - `claim` is durable before it resolves true: a process kill or power loss afterwards does not
+ *   undo it. A crash before it resolves leaves the key either wholly claimed (with a complete record)
+ *   or absent. A `claim` that rejects (ERR_STORE) may or may not have taken effect; a `release` by
+ *   the same owner settles it.
+ * - `release` is visible to every later call and to a reopened store at once, but need not survive
+ *   power loss: a release lost that way leaves a claim whose attachment is gone, which the agent's
+ *   reconcile at start releases (its host veth no longer exists). Never the other way round: a
+ *   claim is never lost, so no address can go to two attachments.
  * - Addresses are stored and listed in canonical text (see ip.ts); any accepted spelling of an
  *   address names the same key. Text that is not an address is refused with ERR_INVALID_CONFIG.
  * - After `close` (idempotent; it waits for operations in flight) every call rejects with ERR_STORE.

@@ -35,6 +35,7 @@ export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';
   /** The kernel bridge forwards an offloaded checksum untouched to a peer that completes it. */
   readonly podTxChecksumming = true;
+  readonly linkDeletionDetaches = true;
   readonly #o: BridgeDatapathOptions;
   /** Index of the bridge; 0 until start() succeeded. */
   #bridgeIndex = 0;

@@ -68,6 +68,7 @@ export class OvsDatapath implements Datapath {
    * offload on, TCP segments leave the pod with no checksum filled in, and the peer drops them.
    */
   readonly podTxChecksumming: boolean;
+  readonly linkDeletionDetaches = false;
   readonly ofctl: Ofctl;
   readonly #o: OvsDatapathOptions;
   readonly #portTimeoutMs: number;

@@ -56,32 +56,35 @@ function isErrno(err: unknown, errno: number): boolean {
 
 export interface RtnetlinkOptions extends NetlinkSocketOptions {
   /**
-   * Also open a second socket, in the same namespace, for the `...Async` operations, whose kernel work
-   * runs on a worker thread. Opened now, never later: later the thread may be in another namespace.
+   * Also open this many sockets, in the same namespace, for the `...Async` operations, whose kernel
+   * work runs on worker threads, one request in flight per socket. Opened now, never later: later the
+   * thread may be in another namespace. Default 0 (no async operations).
    */
-  async?: boolean;
+  asyncSockets?: number;
 }
 
 export class Rtnetlink implements Disposable {
   readonly #sock: NetlinkSocket;
-  /** The socket of the `...Async` operations; undefined unless opened with `async: true`. */
-  readonly #asyncSock: NetlinkSocket | undefined;
+  /** The sockets of the `...Async` operations, with the requests queued on each; empty unless opened with `asyncSockets`. */
+  readonly #asyncSocks: Array<{ sock: NetlinkSocket; queued: number }>;
 
-  private constructor(sock: NetlinkSocket, asyncSock: NetlinkSocket | undefined) {
+  private constructor(sock: NetlinkSocket, asyncSocks: NetlinkSocket[]) {
     this.#sock = sock;
-    this.#asyncSock = asyncSock;
+    this.#asyncSocks = asyncSocks.map((s) => ({ sock: s, queued: 0 }));
   }
 
   /** Opens a client bound to the calling thread's current network namespace. */
   static open(options: RtnetlinkOptions = {}): Rtnetlink {
-    const sock = NetlinkSocket.open(options);
-    if (!options.async) return new Rtnetlink(sock, undefined);
+    const opened: NetlinkSocket[] = [];
     try {
-      return new Rtnetlink(sock, NetlinkSocket.open(options));
+      opened.push(NetlinkSocket.open(options));
+      for (let i = 0; i < (options.asyncSockets ?? 0); i++) opened.push(NetlinkSocket.open(options));
     } catch (err) {
-      sock.close();
+      for (const s of opened) s.close();
       throw err;
     }
+    const [sock, ...asyncSocks] = opened as [NetlinkSocket, ...NetlinkSocket[]];
+    return new Rtnetlink(sock, asyncSocks);
   }
 
   get closed(): boolean {
@@ -91,7 +94,21 @@ export class Rtnetlink implements Disposable {
   /** Closes the sockets; idempotent. Every later call throws NetlinkClosedError. */
   close(): void {
     this.#sock.close();
-    this.#asyncSock?.close();
+    for (const a of this.#asyncSocks) a.sock.close();
+  }
+
+  /** Runs one request on the least busy async socket. */
+  async #requestAsync(type: number, flags: number, payload: Uint8Array) {
+    if (this.#asyncSocks.length === 0) {
+      throw new PodwireError('ERR_INTERNAL', 'Rtnetlink opened without asyncSockets');
+    }
+    const slot = this.#asyncSocks.reduce((a, b) => (b.queued < a.queued ? b : a));
+    slot.queued++;
+    try {
+      return await slot.sock.requestAsync(type, flags, payload);
+    } finally {
+      slot.queued--;
+    }
   }
 
   [Symbol.dispose](): void {
@@ -221,10 +238,8 @@ export class Rtnetlink implements Disposable {
    * RCU (10-30 ms for a veth here), which would otherwise stall every other request of the agent.
    */
   async deleteLinkByNameAsync(name: string): Promise<boolean> {
-    const sock = this.#asyncSock;
-    if (!sock) throw new PodwireError('ERR_INTERNAL', 'Rtnetlink opened without async: true');
     try {
-      await sock.requestAsync(
+      await this.#requestAsync(
         R.RTM_DELLINK,
         0,
         encodeLinkBody({ ifi: ifInfoMsg({ index: 0 }), attrs: { ifname: name } }),
