@@ -36,11 +36,14 @@ export async function withFile<T>(
   return result;
 }
 
-/** Creates `path` (which must not exist), writes `data`, and fsyncs it before resolving. */
+/**
+ * Creates `path` (which must not exist), writes `data`, and fdatasyncs it before resolving: the data
+ * and the size are durable; the name becomes durable with its directory's fsync.
+ */
 export async function writeNewFileDurably(path: string, data: string): Promise<void> {
   await withFile(path, 'wx', 0o644, async (fh) => {
     await fh.writeFile(data, 'utf8');
-    await fh.sync();
+    await fh.datasync();
   });
 }
 
