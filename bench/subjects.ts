@@ -5,13 +5,12 @@
  * Both get an equivalent network: one bridge named `podwire0`, one IPv4 /22, the gateway (.1) on the
  * bridge, a default route in the pod, MTU 1500, no masquerade.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { netnsPath } from '../test/testbed/namespaces.js';
-import { RELAY, ROOT, TestNode } from '../test/testbed/node.js';
+import { netnsPath } from '../src/bed/namespaces.js';
+import { AGENT_NODE_FLAGS, RELAY, TestNode } from '../src/bed/node.js';
 import { DriverClient } from './driver-client.js';
 import type { ExecSpec } from './exec-batch.js';
 import { createNodeNamespace, type Pod } from './pods.js';
@@ -21,7 +20,6 @@ export const POD_CIDR = '10.244.0.0/22';
 export const BRIDGE = 'podwire0';
 export const CNI_VERSION = '1.0.0';
 export const REFERENCE_DIR = '/usr/lib/cni';
-const MAIN = join(ROOT, 'dist/src/cli/main.js');
 
 export type SubjectName = 'podwire' | 'reference';
 export type CniCommand = 'ADD' | 'DEL' | 'VERSION';
@@ -63,35 +61,6 @@ function cniEnv(command: CniCommand, pod: Pod, cniPath: string): Record<string, 
   };
 }
 
-/** A TestNode whose agent can run under node flags (e.g. --cpu-prof); everything else is TestNode's. */
-class BenchNode extends TestNode {
-  readonly #nodeFlags: string[];
-
-  constructor(nodeFlags: string[]) {
-    super({ podCIDRs: [POD_CIDR], bridge: BRIDGE });
-    this.#nodeFlags = nodeFlags;
-  }
-
-  /** TestNode.startAgent with the node flags placed before the script. */
-  override async startAgent(): Promise<void> {
-    const args = ['netns', 'exec', this.nodeNs, process.execPath, ...this.#nodeFlags, MAIN];
-    const child = spawn('ip', [...args, 'agent', '--config', this.configPath], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    this.agent = child;
-    const from = this.logs.length;
-    child.stderr?.on('data', (d: Buffer) => {
-      this.logs += d.toString();
-    });
-    const deadline = Date.now() + 15_000;
-    while (!this.logs.includes('"agent started"', from)) {
-      if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
-      if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);
-      await sleep(20);
-    }
-  }
-}
-
 export interface PodwireOptions {
   /** Directory for the agent's --cpu-prof output; no profiling when absent. */
   cpuProfDir?: string;
@@ -101,10 +70,11 @@ export interface PodwireOptions {
 
 export async function startPodwire(teardown: Teardown, opts: PodwireOptions = {}): Promise<Subject> {
   const flags = [
+    ...AGENT_NODE_FLAGS,
     ...(opts.nodeFlags ?? []),
     ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
   ];
-  const node = new BenchNode(flags);
+  const node = new TestNode({ podCIDRs: [POD_CIDR], bridge: BRIDGE, nodeFlags: flags });
   teardown.add('podwire node', () => node.cleanup());
   await node.setup();
   const driver = DriverClient.start(node.nodeNs);
