@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { registerNode } from '../cluster/register.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../cluster/store.js';
 import { PodwireError } from '../cni/errors.js';
-import type { Overlay, OverlayStatus, PeerNode } from '../datapath/overlay/overlay.js';
+import type { Overlay, OverlayStatus } from '../datapath/overlay/overlay.js';
 import type { Logger } from './log.js';
 
 export interface ClusterNodeOptions {
@@ -105,7 +105,7 @@ export class ClusterNode {
   readonly #record: NodeRecord;
   readonly #abort = new AbortController();
   /** Peers by name, as last seen in the store (never this node). */
-  readonly #peers = new Map<string, PeerNode>();
+  readonly #peers = new Map<string, NodeRecord>();
   #status: OverlayStatus = { peers: [], skipped: [] };
   #registered = false;
   #loop: Promise<void> = Promise.resolve();
@@ -123,6 +123,11 @@ export class ClusterNode {
 
   get record(): NodeRecord {
     return this.#record;
+  }
+
+  /** The peers as last seen in the store (never this node), by name. */
+  get peers(): NodeRecord[] {
+    return [...this.#peers.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   status(): {

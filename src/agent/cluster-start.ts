@@ -26,14 +26,17 @@ export interface ClusterStart {
 }
 
 /** The uplink's index, MTU and its first global address (IPv4 preferred): the node's underlay IP. */
-function uplinkOf(nl: Rtnetlink, name: string): { index: number; mtu: number; ip: string } {
+function uplinkOf(
+  nl: Rtnetlink,
+  name: string,
+): { index: number; mtu: number; ip: string; mac: string | undefined } {
   const link = nl.linkByName(name);
   if (!link) throw new PodwireError('ERR_INVALID_CONFIG', `agent config: uplink: no interface ${name}`);
   const addrs = nl.addresses({ index: link.index }).filter((a) => a.scope === RT_SCOPE_UNIVERSE);
   const addr = addrs.find((a) => a.family === AF_INET) ?? addrs[0];
   if (!addr)
     throw new PodwireError('ERR_INVALID_CONFIG', `agent config: uplink: ${name} has no global address`);
-  return { index: link.index, mtu: link.mtu, ip: addr.address };
+  return { index: link.index, mtu: link.mtu, ip: addr.address, mac: link.mac };
 }
 
 /** `closers` gets the undo of everything opened, as in `Agent.start`. */
@@ -72,6 +75,7 @@ export async function startCluster(
     underlayIP: uplink.ip,
     podCIDRs,
     ...(vtepMac && store.writable ? { vtepMac } : {}),
+    ...(uplink.mac && store.writable ? { uplinkMac: uplink.mac } : {}),
   };
   const node = new ClusterNode(opts, overlay, record);
   node.start();

@@ -2,6 +2,7 @@
 import type { AgentContext } from './context.js';
 import type { ControlMethod } from './control-server.js';
 import { hostVethName } from './host-veth.js';
+import { nodeIdentities } from './identities.js';
 import { openDescriptors } from './open-fds.js';
 import { podMac } from './pod-mac.js';
 import { reconcile } from './reconcile.js';
@@ -29,6 +30,7 @@ export function controlMethods(
     ['pods', async () => pods(ctx)],
     ['ipam', async () => ipamUsage(ctx)],
     ['gc', async () => reconcile(ctx)],
+    ['identities', async () => nodeIdentities(ctx)],
   ]);
 }
 

@@ -21,3 +21,8 @@ export function createDatapath(config: AgentConfig, nl: Rtnetlink, gateways: Gat
       });
   }
 }
+
+/** The interface that holds the gateway addresses: the Linux bridge itself, or the OVS internal port. */
+export function gatewayInterface(config: AgentConfig): string {
+  return config.datapath === 'ovs' ? config.gateway : config.bridge;
+}

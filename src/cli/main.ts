@@ -4,6 +4,7 @@ import './threadpool.js';
 import { PodwireError } from '../cni/errors.js';
 import { agentCommand } from './agent-command.js';
 import { parseArgs, UsageError } from './args.js';
+import { arpCommand } from './arp-command.js';
 import { COMMANDS, type Command } from './commands.js';
 import { demoCommand } from './demo-command.js';
 import { flowsCommand } from './flows-command.js';
@@ -11,6 +12,7 @@ import { nodeCommand } from './node-command.js';
 
 const ALL: Record<string, Command> = {
   agent: agentCommand,
+  arp: arpCommand,
   demo: demoCommand,
   flows: flowsCommand,
   node: nodeCommand,

@@ -14,6 +14,7 @@ import { Backoff, pause } from './backoff.js';
 import { type ConnectFn, EtcdGateway, GatewayError } from './etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type Kv } from './etcd-kv.js';
 import { leasePodCIDRs, releasePodCIDRs } from './etcd-lease.js';
+import { EtcdPoolStore } from './etcd-pools.js';
 import { watchNodes } from './etcd-watch.js';
 import { HealthState } from './health.js';
 import { byName, checkNodeName, parseNodeRecord } from './node-record.js';
@@ -66,6 +67,8 @@ export class EtcdStore implements ClusterStore {
   readonly #backoff: { initialMs: number; maxMs: number };
   readonly #healthIntervalMs: number;
   readonly #onInvalid: (key: string, err: PodwireError) => void;
+  /** IP pools and their claims, in the same etcd under the same prefix. */
+  readonly pools: EtcdPoolStore;
   #monitor: Promise<void> | undefined;
 
   private constructor(opts: EtcdStoreOptions) {
@@ -87,6 +90,7 @@ export class EtcdStore implements ClusterStore {
     this.#healthIntervalMs = opts.healthIntervalMs ?? 5000;
     this.#onInvalid = opts.onInvalidRecord ?? ((key, err) => process.emitWarning(`${key}: ${err.message}`));
     this.description = `etcd ${this.#gateway.endpoints.join(',')} (prefix ${prefix})`;
+    this.pools = new EtcdPoolStore(this.#kv, prefix, this.description, (what, fn) => this.#op(what, fn));
   }
 
   /**

@@ -9,7 +9,7 @@ import { type NodeEvent, type NodeRecord, type StoredNode, storeError } from './
 const DNS_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 const NODE_NAME = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*$`);
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-const KNOWN_KEYS = new Set(['name', 'underlayIP', 'podCIDRs', 'vtepMac', 'labels']);
+const KNOWN_KEYS = new Set(['name', 'underlayIP', 'podCIDRs', 'vtepMac', 'uplinkMac', 'labels']);
 
 /** Why `name` is not a valid node name, or undefined when it is one. */
 export function nodeNameProblem(name: unknown): string | undefined {
@@ -68,6 +68,11 @@ export function parseNodeRecord(value: unknown, where: string, opts: ParseRecord
     if (!MAC.test(mac)) throw bad('vtepMac', 'must be a MAC address like 0a:58:0a:f4:01:01');
     record.vtepMac = mac;
   }
+  if (obj.uplinkMac !== undefined) {
+    const mac = typeof obj.uplinkMac === 'string' ? obj.uplinkMac.toLowerCase() : '';
+    if (!MAC.test(mac)) throw bad('uplinkMac', 'must be a MAC address like 52:54:00:12:34:56');
+    record.uplinkMac = mac;
+  }
   if (obj.labels !== undefined) {
     const labels = obj.labels;
     if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
@@ -95,6 +100,7 @@ export function nodesEqual(a: NodeRecord, b: NodeRecord): boolean {
     a.name === b.name &&
     a.underlayIP === b.underlayIP &&
     a.vtepMac === b.vtepMac &&
+    a.uplinkMac === b.uplinkMac &&
     a.podCIDRs.length === b.podCIDRs.length &&
     a.podCIDRs.every((c, i) => c === b.podCIDRs[i]) &&
     sameLabels(a.labels, b.labels)

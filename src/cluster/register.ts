@@ -39,6 +39,7 @@ export async function registerNode(
 function mergeRecord(current: NodeRecord, wanted: NodeRecord): NodeRecord {
   const out: NodeRecord = { ...current, underlayIP: wanted.underlayIP, podCIDRs: wanted.podCIDRs };
   if (wanted.vtepMac !== undefined) out.vtepMac = wanted.vtepMac;
+  if (wanted.uplinkMac !== undefined) out.uplinkMac = wanted.uplinkMac;
   if (wanted.labels !== undefined) out.labels = wanted.labels;
   return out;
 }

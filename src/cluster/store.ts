@@ -15,6 +15,7 @@
  * except a bad pod CIDR pool, which is a configuration error (ERR_INVALID_CONFIG, naming the key).
  */
 import { PodwireError } from '../cni/errors.js';
+import type { PoolStore } from './pool-store.js';
 
 /** One node of the cluster. Optional fields may be added; readers ignore fields they do not know. */
 export interface NodeRecord {
@@ -26,6 +27,11 @@ export interface NodeRecord {
   podCIDRs: string[];
   /** The MAC address of the node's VXLAN device, lower case, when the datapath publishes one. */
   vtepMac?: string;
+  /**
+   * The MAC the node's underlay IP answers with (its uplink's, which stays the node's MAC when the
+   * uplink joins the pod bridge): what the neighbour audit expects for `underlayIP`.
+   */
+  uplinkMac?: string;
   labels?: Record<string, string>;
 }
 
@@ -115,6 +121,9 @@ export interface ClusterStore {
   leasePodCIDRs(nodeName: string, pool: PodCIDRPool, opts?: OpOptions): Promise<string[]>;
   /** Frees the node's CIDRs (explicit node removal only). Returns the CIDRs released. */
   releasePodCIDRs(nodeName: string, opts?: OpOptions): Promise<string[]>;
+
+  /** IP pools and their cluster-wide claims; undefined for a store without transactions (the file). */
+  readonly pools?: PoolStore;
 
   /** A snapshot of the store's reachability. */
   health(): StoreHealth;

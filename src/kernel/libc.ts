@@ -129,6 +129,11 @@ export function setsockoptInt(fd: number, level: number, name: number, value: nu
   check('setsockopt', c.setsockopt(fd, level, name, v, 4) as number);
 }
 
+/** setsockopt with a struct given as bytes (e.g. struct packet_mreq). */
+export function setsockoptBytes(fd: number, level: number, name: number, value: Buffer): void {
+  check('setsockopt', c.setsockopt(fd, level, name, value, value.length) as number);
+}
+
 /** SO_RCVTIMEO takes a struct timeval: a blocking recv fails with EAGAIN after `ms`. */
 export function setReceiveTimeout(fd: number, ms: number): void {
   const tv = Buffer.alloc(16);

@@ -15,8 +15,14 @@ import {
   recv,
   SOCK_RAW,
   sendto,
+  setsockoptBytes,
   socket,
 } from './libc.js';
+
+/** linux/socket.h, linux/if_packet.h */
+const SOL_PACKET = 263;
+const PACKET_ADD_MEMBERSHIP = 1;
+const PACKET_MR_PROMISC = 1;
 
 const EAGAIN = constants.errno.EAGAIN;
 
@@ -52,6 +58,18 @@ export class CaptureSocket implements Disposable {
       throw err;
     }
     return new CaptureSocket(fd);
+  }
+
+  /**
+   * Puts the interface in promiscuous mode for as long as this socket is open (the kernel counts the
+   * membership and drops it on close), so that a capture on a bridge device also sees unicast frames
+   * forwarded between its ports. Equivalent to what `tcpdump` does without `-p`.
+   */
+  promiscuous(ifindex: number): void {
+    const mreq = Buffer.alloc(16); // struct packet_mreq
+    mreq.writeInt32LE(ifindex, 0);
+    mreq.writeUInt16LE(PACKET_MR_PROMISC, 4);
+    setsockoptBytes(this.#fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq);
   }
 
   /** Every frame queued now (copies), without waiting for more. */
