@@ -13,7 +13,13 @@ export interface GcReport {
   vethsRemoved: string[];
 }
 
-export async function cmdGc(ctx: AgentContext, valid: Attachment[], log: Logger): Promise<GcReport> {
+/** `serial` runs a step on an attachment's key (the scheduler's run), so GC never cuts into a call. */
+export async function cmdGc(
+  ctx: AgentContext,
+  valid: Attachment[],
+  log: Logger,
+  serial: <T>(key: string, fn: () => Promise<T>) => Promise<T>,
+): Promise<GcReport> {
   const keep = new Set(valid.map((a) => attachmentKey(a.containerId, a.ifname)));
   const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
   const report: GcReport = { released: [], vethsRemoved: [] };
@@ -21,7 +27,7 @@ export async function cmdGc(ctx: AgentContext, valid: Attachment[], log: Logger)
   for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
   for (const [key, att] of owners) {
     if (keep.has(key)) continue;
-    await cmdDel(ctx, att, log);
+    await serial(key, () => cmdDel(ctx, att, log));
     report.released.push({ containerId: att.containerId, ifname: att.ifname });
   }
   for (const link of ctx.nl.links()) {

@@ -17,3 +17,10 @@ export function hostVethName(containerId: string, ifname: string): string {
 export function attachmentKey(containerId: string, ifname: string): string {
   return `${containerId}/${ifname}`;
 }
+
+/** The host veth of the attachment behind a key made by `attachmentKey`. */
+export function hostVethOfKey(key: string): string {
+  // A container ID never contains '/' (libcni's rule), an ifname never does either.
+  const slash = key.indexOf('/');
+  return hostVethName(key.slice(0, slash), key.slice(slash + 1));
+}

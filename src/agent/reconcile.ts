@@ -6,7 +6,7 @@
  */
 import type { Attachment } from '../cni/types.js';
 import type { AgentContext } from './context.js';
-import { attachmentKey, HOST_VETH_PREFIX, hostVethName } from './host-veth.js';
+import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
 
 export interface ReconcileReport {
   kept: number;
@@ -14,8 +14,22 @@ export interface ReconcileReport {
   vethsRemoved: string[];
 }
 
-export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
+/**
+ * How reconcile runs beside CNI calls (`podwire gc` while the agent serves): `serial` runs a step on
+ * an attachment's key in the scheduler, and `busy` names the keys with calls in flight, whose veths
+ * and claims reconcile must not judge (an ADD holds its claim before its veth exists). At start
+ * nothing runs beside it, and both are trivial.
+ */
+export interface ReconcileGuard {
+  serial<T>(key: string, fn: () => Promise<T>): Promise<T>;
+  busy(): ReadonlySet<string>;
+}
+
+const ALONE: ReconcileGuard = { serial: (_key, fn) => fn(), busy: () => new Set() };
+
+export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE): Promise<ReconcileReport> {
   const report: ReconcileReport = { kept: 0, released: [], vethsRemoved: [] };
+  const busy = guard.busy();
   const veths = new Map(
     ctx.nl
       .links()
@@ -26,13 +40,22 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
   const owners = new Map<string, Attachment>();
   for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
 
-  for (const att of owners.values()) {
+  for (const [key, att] of owners) {
     const name = hostVethName(att.containerId, att.ifname);
+    if (busy.has(key)) {
+      explained.add(name); // a call is in flight on it: its state is that call's business
+      continue;
+    }
     const link = veths.get(name);
     if (!link) {
-      await ctx.datapath.detachPort(name);
-      await ctx.ipam.release(att);
-      report.released.push({ containerId: att.containerId, ifname: att.ifname });
+      // Judged again on the attachment's key: a call may have started since the listing.
+      const released = await guard.serial(key, async () => {
+        if (ctx.nl.linkByName(name)) return false;
+        await ctx.datapath.detachPort(name);
+        return (await ctx.ipam.release(att)).length > 0;
+      });
+      if (released) report.released.push({ containerId: att.containerId, ifname: att.ifname });
+      else explained.add(name);
       continue;
     }
     explained.add(name);
@@ -47,15 +70,18 @@ export async function reconcile(ctx: AgentContext): Promise<ReconcileReport> {
       podIps: [],
     });
   }
+  const busyVeths = new Set([...busy].map(hostVethOfKey));
   for (const name of veths.keys()) {
-    if (explained.has(name)) continue;
+    if (explained.has(name) || busyVeths.has(name)) continue;
     await ctx.datapath.detachPort(name);
     if (ctx.nl.deleteLinkByName(name)) report.vethsRemoved.push(name);
   }
   // Pod ports whose veth and allocation are both gone (an OVS port outlives its veth as an OVSDB row).
   // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours.
   for (const name of await ctx.datapath.ports()) {
-    if (name.startsWith(HOST_VETH_PREFIX) && !explained.has(name)) await ctx.datapath.detachPort(name);
+    if (name.startsWith(HOST_VETH_PREFIX) && !explained.has(name) && !busyVeths.has(name)) {
+      await ctx.datapath.detachPort(name);
+    }
   }
   ctx.log.info('reconciled', {
     kept: report.kept,

@@ -21,6 +21,11 @@ export class Scheduler {
     return this.#running + this.#waiting.length;
   }
 
+  /** Keys with a call running or queued. */
+  activeKeys(): ReadonlySet<string> {
+    return new Set(this.#tails.keys());
+  }
+
   /** Runs `fn` once every earlier call with the same key has settled and a slot is free. */
   async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key);
