@@ -29,7 +29,11 @@ export function controlMethods(
     ['status', async () => status(ctx, scheduler, started)],
     ['pods', async () => pods(ctx)],
     ['ipam', async () => ipamUsage(ctx)],
-    ['gc', async () => reconcile(ctx, { serial: (key, fn) => scheduler.run(key, fn), busy: () => scheduler.activeKeys() })],
+    [
+      'gc',
+      async () =>
+        reconcile(ctx, { serial: (key, fn) => scheduler.run(key, fn), busy: () => scheduler.activeKeys() }),
+    ],
     ['identities', async () => nodeIdentities(ctx)],
   ]);
 }
