@@ -21,7 +21,10 @@ export async function cmdDel(ctx: AgentContext, att: Attachment, log: Logger): P
   // pod while the kernel takes its time (~20 ms of RCU waits) to unregister the veth.
   const link = ctx.nl.linkByName(hostName);
   if (link) ctx.nl.setLinkDown(link.index);
-  const [removedVeth, released] = await Promise.all([ctx.nl.deleteLinkByNameAsync(hostName), ctx.ipam.release(att)]);
+  const [removedVeth, released] = await Promise.all([
+    ctx.nl.deleteLinkByNameAsync(hostName),
+    ctx.ipam.release(att),
+  ]);
   t.mark('veth+ipam');
   log.info('attachment deleted', {
     hostVeth: hostName,

@@ -18,6 +18,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PodwireError } from '../cni/errors.js';
+import { DirSyncer } from './dir-sync.js';
 import {
   addressFileName,
   addressFromFileName,
@@ -36,7 +37,6 @@ import {
   unlinkIfExists,
   writeNewFileDurably,
 } from './fs-durable.js';
-import { DirSyncer } from './dir-sync.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import {
   type AllocationRecord,
