@@ -40,6 +40,16 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       read: () => [{ labels: {}, value: ctx.announcer.framesSent }],
     },
     {
+      name: 'podwire_datapath_dropped_packets_total',
+      help: "Packets the datapath's guards dropped, by guard (OVS: ARP_SPOOF_GUARD, ND_GUARD, IP_SPOOF_GUARD, ...).",
+      type: 'counter',
+      read: async () =>
+        ((await ctx.datapath.dropCounters?.()) ?? []).map((d) => ({
+          labels: { guard: d.guard },
+          value: d.packets,
+        })),
+    },
+    {
       name: 'podwire_open_fds',
       help: "The agent's open file descriptors.",
       type: 'gauge',

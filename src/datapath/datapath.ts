@@ -58,6 +58,11 @@ export interface Datapath {
   /** Host interface names of every attached pod port. */
   ports(): Promise<string[]>;
   status(): DatapathStatus;
+  /**
+   * Packets the datapath dropped, per guard (e.g. OVS's "ARP_SPOOF_GUARD": forged ARP from pods).
+   * Undefined for a datapath that enforces no guards (the Linux bridge).
+   */
+  dropCounters?(): Promise<Array<{ guard: string; packets: number }>>;
   /** Releases the datapath's own resources; leaves the node-side objects so running pods keep working. */
   stop(): Promise<void>;
 }

@@ -18,7 +18,7 @@ import { configureGateway } from '../gateway.js';
 import { diffFlows, parseFlow } from './flow-text.js';
 import { Ofctl } from './ofctl.js';
 import { OvsdbClient } from './ovsdb-client.js';
-import { cookieText, pipelineFlows, podCookie, podFlows } from './pipeline.js';
+import { cookieText, PIPELINE_COOKIE, pipelineFlows, podCookie, podFlows, TABLE_NAMES } from './pipeline.js';
 import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_GATEWAY, ROLE_POD } from './port-record.js';
 import { type PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -197,6 +197,14 @@ export class OvsDatapath implements Datapath {
   async ports(): Promise<string[]> {
     const vs = await this.#db();
     return (await vs.ports()).filter((r) => r.externalIds[EXT_ROLE] === ROLE_POD).map((r) => r.name);
+  }
+
+  /** The priority-0 drop flow ending each table counts what that table refused (pipeline.ts). */
+  async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
+    const flows = await this.ofctl.dumpFlows(`cookie=${cookieText(PIPELINE_COOKIE)}/-1`);
+    return flows
+      .filter((f) => f.priority === 0 && f.actions === 'drop')
+      .map((f) => ({ guard: TABLE_NAMES.get(f.table) ?? `table ${f.table}`, packets: f.packets ?? 0 }));
   }
 
   status(): DatapathStatus {

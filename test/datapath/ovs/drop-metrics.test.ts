@@ -1,0 +1,69 @@
+/** The OVS guards' drops reach the Prometheus endpoint, by guard. */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ARPOP_REQUEST, encodeArpFrame } from '../../../src/arp/arp-frame.js';
+import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
+import { PacketSocket } from '../../../src/kernel/packet-socket.js';
+import { ipJson, run } from '../../testbed/exec.js';
+import { netnsPath } from '../../testbed/namespaces.js';
+import { resultIps, TestNode } from '../../testbed/node.js';
+
+const PORT = 19106;
+const node = new TestNode({
+  datapath: 'ovs',
+  podCIDRs: ['10.244.23.0/24'],
+  config: { metricsAddress: `127.0.0.1:${PORT}` },
+});
+before(() => node.setup());
+after(() => node.cleanup());
+
+async function arpGuardDrops(): Promise<number> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    node.nodeNs,
+    'curl',
+    '-sf',
+    `http://127.0.0.1:${PORT}/metrics`,
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  const line = r.stdout
+    .split('\n')
+    .find((l) => l.startsWith('podwire_datapath_dropped_packets_total{guard="ARP_SPOOF_GUARD"}'));
+  return Number(line?.split(' ')[1] ?? Number.NaN);
+}
+
+test('a pod that claims another IP in ARP is dropped, and the drop is counted by guard', async () => {
+  const pod = await node.addPod('spoofer');
+  const add = await node.cni({ command: 'ADD', containerId: 'spoofer', netns: pod });
+  assert.equal(add.code, 0, add.stdout);
+  const before = await arpGuardDrops();
+  assert.ok(Number.isFinite(before), 'the series exists');
+
+  const [eth0] = await ipJson<Array<{ ifindex: number; address: string }>>(pod, ['link', 'show', 'eth0']);
+  assert.ok(eth0);
+  using home = NetnsHandle.current();
+  using podNs = NetnsHandle.open(netnsPath(pod));
+  const forged = encodeArpFrame({
+    dst: 'ff:ff:ff:ff:ff:ff',
+    src: eth0.address,
+    arp: {
+      op: ARPOP_REQUEST,
+      sha: eth0.address,
+      spa: '10.244.23.1',
+      tha: '00:00:00:00:00:00',
+      tpa: resultIps(add)[0] as string,
+    },
+  });
+  for (let i = 0; i < 3; i++) {
+    using sock = inNetns(podNs, home, () => PacketSocket.open(eth0.ifindex));
+    sock.send(forged);
+  }
+  // The userspace datapath updates flow statistics about twice a second.
+  const deadline = Date.now() + 5000;
+  while ((await arpGuardDrops()) < before + 3) {
+    assert.ok(Date.now() < deadline, `drops counted: ${await arpGuardDrops()} (before ${before})`);
+    await sleep(200);
+  }
+});
