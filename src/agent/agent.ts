@@ -24,6 +24,8 @@ import type { Logger } from './log.js';
 import { CniMetrics } from './metrics.js';
 import { agentGauges } from './metrics-gauges.js';
 import { MetricsServer } from './metrics-server.js';
+import { PodIpam } from './pod-ipam.js';
+import { startPools } from './pool-start.js';
 import { reconcile } from './reconcile.js';
 import { Scheduler } from './scheduler.js';
 
@@ -75,7 +77,15 @@ export class Agent {
       const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       closers.push(() => store.close());
-      const ipam = await NodeLocalAllocator.open(config.podCIDRs, store);
+      const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
+      const pools = await startPools(
+        cluster.pools,
+        config.cluster?.nodeName ?? '',
+        config.stateDir,
+        log,
+        closers,
+      );
+      const ipam = new PodIpam(nodeIpam, pools);
       const datapath = createDatapath(config, nl, gatewaysOf(config.podCIDRs));
       await datapath.start();
       closers.push(() => datapath.stop());

@@ -7,6 +7,7 @@
  *   nodeName: node-1                                          # default: the host name
  *   uplink: eth0                                              # its address is the node's underlay IP
  *   trafficMode: encap                                        # encap (VXLAN) | noEncap (plain routes)
+ *   poolByNamespace: {web: blue}                              # pods of namespace web draw from IP pool blue
  *
  * `podCIDRs`, when also given, wins over leasing (the node's CIDRs are fixed by configuration).
  */
@@ -23,6 +24,8 @@ export interface ClusterSettings {
   nodeName: string;
   uplink: string;
   trafficMode: 'encap' | 'noEncap';
+  /** Kubernetes namespace -> IP pool name, for pods whose CNI_ARGS name no pool. */
+  poolByNamespace: Record<string, string>;
 }
 
 export const CLUSTER_KEYS = [
@@ -32,10 +35,12 @@ export const CLUSTER_KEYS = [
   'nodeName',
   'uplink',
   'trafficMode',
+  'poolByNamespace',
 ] as const;
 
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
+const POOL_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function bad(key: string, why: string): PodwireError {
   return new PodwireError('ERR_INVALID_CONFIG', `agent config: ${key}: ${why}`);
@@ -69,5 +74,14 @@ export function parseClusterSettings(obj: Record<string, unknown>): ClusterSetti
   const trafficMode = obj.trafficMode ?? 'encap';
   if (trafficMode !== 'encap' && trafficMode !== 'noEncap')
     throw bad('trafficMode', `${JSON.stringify(trafficMode)} is not one of encap, noEncap`);
-  return { store, pool, nodeName, uplink, trafficMode };
+  const poolByNamespace: Record<string, string> = {};
+  const map = obj.poolByNamespace ?? {};
+  if (map === null || typeof map !== 'object' || Array.isArray(map))
+    throw bad('poolByNamespace', 'must be a mapping of namespace to pool name');
+  for (const [ns, name] of Object.entries(map)) {
+    if (typeof name !== 'string' || !POOL_NAME.test(name))
+      throw bad(`poolByNamespace.${ns}`, `${JSON.stringify(name)} is not a pool name (a DNS-1123 label)`);
+    poolByNamespace[ns] = name;
+  }
+  return { store, pool, nodeName, uplink, trafficMode, poolByNamespace };
 }

@@ -4,6 +4,7 @@
  */
 
 import { openClusterStore } from '../cluster/config.js';
+import type { PoolStore } from '../cluster/pool-store.js';
 import { PodwireError } from '../cni/errors.js';
 import { RoutedOverlay } from '../datapath/overlay/routed-overlay.js';
 import { VxlanOverlay } from '../datapath/overlay/vxlan-overlay.js';
@@ -23,6 +24,8 @@ export interface ClusterStart {
   /** The pod MTU once encapsulation is paid for. */
   mtu: number;
   node: ClusterNode | undefined;
+  /** The store's IP pools, when it keeps any (etcd). */
+  pools: PoolStore | undefined;
 }
 
 /** The uplink's index, MTU and its first global address (IPv4 preferred): the node's underlay IP. */
@@ -47,7 +50,7 @@ export async function startCluster(
   closers: Array<() => unknown>,
 ): Promise<ClusterStart> {
   const c: ClusterSettings | undefined = config.cluster;
-  if (!c) return { podCIDRs: config.podCIDRs, mtu: config.mtu, node: undefined };
+  if (!c) return { podCIDRs: config.podCIDRs, mtu: config.mtu, node: undefined, pools: undefined };
   const uplink = uplinkOf(nl, c.uplink);
   const store = await openClusterStore(c.store);
   closers.push(() => store.close());
@@ -80,5 +83,5 @@ export async function startCluster(
   const node = new ClusterNode(opts, overlay, record);
   node.start();
   closers.push(() => node.stop());
-  return { podCIDRs, mtu, node };
+  return { podCIDRs, mtu, node, pools: store.pools };
 }

@@ -5,6 +5,7 @@
 import { PodwireError } from '../cni/errors.js';
 import type { Attachment, CniResult } from '../cni/types.js';
 import type { Allocation } from '../ipam/allocator.js';
+import type { PoolRequest } from '../ipam/pool-allocator.js';
 import { EthtoolSocket } from '../kernel/ethtool.js';
 import { KernelError } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
@@ -23,6 +24,8 @@ const EEXIST = 17;
 /** The attachment ADD works on, with the pod it is for when the runtime said ("namespace/name"). */
 export interface AddTarget extends Attachment {
   pod: string | undefined;
+  /** The IP pool the pod draws from; undefined: the node's pod CIDRs. */
+  pool?: PoolRequest | undefined;
 }
 
 export async function cmdAdd(
@@ -47,7 +50,10 @@ export async function cmdAdd(
 
     t.mark('netns');
 
-    const allocations = await ipam.allocate(att, att.pod === undefined ? {} : { pod: att.pod });
+    const allocations = await ipam.allocate(att, {
+      ...(att.pod === undefined ? {} : { pod: att.pod }),
+      ...(att.pool === undefined ? {} : { pool: att.pool }),
+    });
     rollback.push('ipam', () => ipam.release(att));
     t.mark('ipam');
 

@@ -1,12 +1,12 @@
 /** What every CNI command handler works with; owned by the `Agent`, which builds and closes it. */
 import type { Announcer } from '../arp/announcer.js';
 import type { Datapath } from '../datapath/datapath.js';
-import type { NodeLocalAllocator } from '../ipam/allocator.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { NetnsHandle } from '../kernel/netns.js';
 import type { ClusterNode } from './cluster-node.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
+import type { PodIpam } from './pod-ipam.js';
 
 export interface AgentContext {
   config: AgentConfig;
@@ -17,7 +17,7 @@ export interface AgentContext {
    * netlink exchange is synchronous: no request can interleave inside another's exchange.
    */
   nl: Rtnetlink;
-  ipam: NodeLocalAllocator;
+  ipam: PodIpam;
   datapath: Datapath;
   announcer: Announcer;
   log: Logger;

@@ -41,6 +41,16 @@ export async function nodeIdentities(ctx: AgentContext): Promise<NodeIdentities>
     const mac = podMac(row.ips);
     for (const ip of row.ips) entries.push({ ip, mac, owner: `pod ${row.pod ?? key}` });
   }
+  // Pool pods of every node share the underlay: their MAC follows their address too.
+  const local = new Set(entries.map((e) => e.ip));
+  for (const c of (await ctx.ipam.pools?.clusterClaims()) ?? []) {
+    if (local.has(c.ip)) continue;
+    entries.push({
+      ip: c.ip,
+      mac: podMac([c.ip]),
+      owner: `pod ${c.owner.pod ?? c.owner.containerId} (node ${c.owner.node}, pool ${c.pool})`,
+    });
+  }
   const cluster = ctx.cluster;
   if (cluster) {
     const me = cluster.record;

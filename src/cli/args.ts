@@ -10,7 +10,18 @@ export interface CliArgs {
   values: Map<string, string>;
 }
 
-const WITH_VALUE = new Set(['--config', '--socket', '--pod', '--datapath', '--interface', '--seconds']);
+const WITH_VALUE = new Set([
+  '--config',
+  '--socket',
+  '--pod',
+  '--datapath',
+  '--interface',
+  '--seconds',
+  '--ranges',
+  '--gateway',
+  '--prefix-length',
+  '--vlan',
+]);
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';

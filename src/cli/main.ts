@@ -9,6 +9,7 @@ import { COMMANDS, type Command } from './commands.js';
 import { demoCommand } from './demo-command.js';
 import { flowsCommand } from './flows-command.js';
 import { nodeCommand } from './node-command.js';
+import { poolCommand } from './pool-command.js';
 
 const ALL: Record<string, Command> = {
   agent: agentCommand,
@@ -16,6 +17,7 @@ const ALL: Record<string, Command> = {
   demo: demoCommand,
   flows: flowsCommand,
   node: nodeCommand,
+  pool: poolCommand,
   ...COMMANDS,
 };
 

@@ -1,0 +1,62 @@
+/**
+ * The agent's IPAM: the node's pod CIDRs (NodeLocalAllocator) and, in cluster mode with an etcd store,
+ * the cluster's IP pools (PoolAllocator). A pod draws from a pool when its ADD names one; every other
+ * pod from the node's CIDRs. Release, lookup and list cover both, so DEL, GC and reconcile need not
+ * know where an address came from.
+ */
+import { PodwireError } from '../cni/errors.js';
+import type { Allocation, NodeLocalAllocator, OwnedAllocation, RangeUsage } from '../ipam/allocator.js';
+import type { PoolAllocator, PoolRequest } from '../ipam/pool-allocator.js';
+import type { AttachmentKey } from '../ipam/store.js';
+
+export interface AllocateRequest {
+  pod?: string;
+  pool?: PoolRequest;
+}
+
+export class PodIpam {
+  readonly node: NodeLocalAllocator;
+  /** Undefined when the cluster store keeps no pools (single node, static file). */
+  readonly pools: PoolAllocator | undefined;
+
+  constructor(node: NodeLocalAllocator, pools: PoolAllocator | undefined) {
+    this.node = node;
+    this.pools = pools;
+  }
+
+  async allocate(att: AttachmentKey, req: AllocateRequest = {}): Promise<Allocation[]> {
+    if (req.pool === undefined) return this.node.allocate(att, req.pod === undefined ? {} : { pod: req.pod });
+    if (!this.pools)
+      throw new PodwireError(
+        'ERR_INVALID_CONFIG',
+        `${req.pool.poolSource}: IP pools need cluster mode with an etcd store (this agent has none)`,
+      );
+    return [
+      await this.pools.allocate(att, { ...req.pool, ...(req.pod === undefined ? {} : { pod: req.pod }) }),
+    ];
+  }
+
+  /** Releases what the attachment holds anywhere; both are tried even if one fails. */
+  async release(att: AttachmentKey): Promise<Allocation[]> {
+    const [node, pool] = await Promise.allSettled([
+      this.node.release(att),
+      this.pools?.release(att) ?? Promise.resolve([]),
+    ]);
+    if (node.status === 'rejected') throw node.reason;
+    if (pool.status === 'rejected') throw pool.reason;
+    return [...node.value, ...pool.value];
+  }
+
+  lookup(att: AttachmentKey): Allocation[] {
+    return [...this.node.lookup(att), ...(this.pools?.lookup(att) ?? [])];
+  }
+
+  /** The node's CIDRs only: a pool is the cluster's (`podwire pool list` shows its use). */
+  usage(): RangeUsage[] {
+    return this.node.usage();
+  }
+
+  async list(): Promise<OwnedAllocation[]> {
+    return [...(await this.node.list()), ...(this.pools?.list() ?? [])];
+  }
+}

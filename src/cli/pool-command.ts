@@ -1,0 +1,146 @@
+/** `podwire pool create|list|show|delete`: the cluster's IP pools, straight from the cluster store. */
+import { loadAgentConfig } from '../agent/config.js';
+import { openClusterStore } from '../cluster/config.js';
+import { parseIpPool } from '../cluster/ip-pool.js';
+import type { PoolStore } from '../cluster/pool-store.js';
+import { PodwireError } from '../cni/errors.js';
+import type { CliArgs } from './args.js';
+import type { Command } from './commands.js';
+import { DEFAULT_CONFIG_PATH } from './control-client.js';
+import { table } from './table.js';
+
+const TIMEOUT_MS = 15_000;
+
+async function withPools<T>(
+  args: CliArgs,
+  fn: (pools: PoolStore, signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
+  if (!config.cluster)
+    throw new PodwireError('ERR_INVALID_CONFIG', 'the configuration has no cluster: section');
+  const store = await openClusterStore(config.cluster.store);
+  try {
+    if (!store.pools)
+      throw new PodwireError(
+        'ERR_INVALID_CONFIG',
+        `${store.description} keeps no IP pools (pools need etcd)`,
+      );
+    return await fn(store.pools, AbortSignal.timeout(TIMEOUT_MS));
+  } finally {
+    await store.close();
+  }
+}
+
+function poolFromArgs(name: string, args: CliArgs) {
+  const num = (flag: string) => {
+    const v = args.values.get(flag);
+    return v === undefined ? undefined : Number(v);
+  };
+  return parseIpPool(
+    {
+      name,
+      ranges: (args.values.get('--ranges') ?? '').split(',').filter((r) => r !== ''),
+      subnet: { gateway: args.values.get('--gateway'), prefixLength: num('--prefix-length') },
+      ...(args.values.has('--vlan') ? { vlan: num('--vlan') } : {}),
+    },
+    `pool ${name}`,
+  ).pool;
+}
+
+async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
+  const [verb, name, ...rest] = args.positional;
+  const needsName = verb === 'create' || verb === 'show' || verb === 'delete';
+  if (
+    !verb ||
+    !['create', 'list', 'show', 'delete'].includes(verb) ||
+    (needsName && !name) ||
+    rest.length > 0
+  ) {
+    out(poolCommand.help);
+    return 2;
+  }
+  const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
+  return withPools(args, async (pools, signal) => {
+    switch (verb) {
+      case 'create': {
+        const pool = poolFromArgs(name as string, args);
+        if (!(await pools.createPool(pool, { signal })))
+          throw new PodwireError('ERR_INVALID_CONFIG', `pool ${pool.name} already exists`);
+        if (args.json) json(pool);
+        else
+          out(
+            `created pool ${pool.name}: ${pool.ranges.join(', ')} via ${pool.subnet.gateway}/${pool.subnet.prefixLength}${pool.vlan ? `, VLAN ${pool.vlan}` : ''}\n`,
+          );
+        return 0;
+      }
+      case 'list': {
+        const rows = [];
+        for (const pool of await pools.listPools({ signal })) {
+          const used = (await pools.claims(pool.name, { signal })).length;
+          rows.push({ ...pool, used, size: Number(parseIpPool(pool, pool.name).size) });
+        }
+        if (args.json) json(rows);
+        else
+          out(
+            table(
+              ['NAME', 'RANGES', 'SUBNET', 'VLAN', 'USED', 'SIZE'],
+              rows.map((p) => [
+                p.name,
+                p.ranges.join(','),
+                `${p.subnet.gateway}/${p.subnet.prefixLength}`,
+                p.vlan === 0 ? '-' : String(p.vlan),
+                String(p.used),
+                String(p.size),
+              ]),
+            ),
+          );
+        return 0;
+      }
+      case 'show': {
+        const pool = await pools.getPool(name as string, { signal });
+        if (!pool) throw new PodwireError('ERR_INVALID_CONFIG', `no pool ${name}`);
+        const claims = await pools.claims(pool.name, { signal });
+        if (args.json) json({ ...pool, claims });
+        else
+          out(
+            `pool ${pool.name}: ${pool.ranges.join(', ')} via ${pool.subnet.gateway}/${pool.subnet.prefixLength}, VLAN ${pool.vlan || 'none'}, ${claims.length} of ${parseIpPool(pool, pool.name).size} in use\n${table(
+              ['IP', 'NODE', 'POD', 'CONTAINER', 'IFACE', 'SINCE'],
+              claims.map((c) => [
+                c.ip,
+                c.owner.node,
+                c.owner.pod ?? '-',
+                c.owner.containerId.slice(0, 12),
+                c.owner.ifname,
+                c.owner.createdAt,
+              ]),
+            )}`,
+          );
+        return 0;
+      }
+      default: {
+        const deleted = await pools.deletePool(name as string, { signal });
+        if (!deleted) throw new PodwireError('ERR_INVALID_CONFIG', `no pool ${name}`);
+        out(args.json ? `${JSON.stringify({ deleted: name })}\n` : `deleted pool ${name}\n`);
+        return 0;
+      }
+    }
+  });
+}
+
+export const poolCommand: Command = {
+  summary: 'IP pools for pods on the underlay subnet: create, list (with usage), show, delete',
+  help: `usage: podwire pool create NAME --ranges R[,R...] --gateway IP --prefix-length N [--vlan V]
+       podwire pool list | show NAME | delete NAME
+
+IP pools live in the cluster store (etcd). A range is a CIDR or START-END; the subnet's network,
+gateway and broadcast are never handed out. VLAN 0 (the default) is untagged. A pod draws from a pool
+when its CNI_ARGS say PODWIRE_POOL=NAME or its namespace is mapped in the agent's poolByNamespace;
+IP=ADDR in CNI_ARGS (or runtimeConfig.ips) asks for a fixed address of the pool. A pool with
+addresses in use cannot be deleted.
+
+options:
+  --config FILE   the agent configuration that names the cluster store; default ${DEFAULT_CONFIG_PATH}
+  --json          machine-readable output
+`,
+  run,
+};

@@ -1,0 +1,258 @@
+/**
+ * Pool allocation (flexible IPAM): a pod that names a pool gets an address that is unique across the
+ * cluster. Order of an ADD: the cluster-wide claim first (an etcd transaction per address, create only
+ * while absent), then the node's durable record of it (a FileStore under stateDir/pool-ipam), so:
+ *
+ * - a crash between the two leaves a cluster claim owned by this node without a local record, which
+ *   `syncWithStore` (agent start) releases;
+ * - the local record is what reconcile, GC and DEL work from; DEL releases the cluster claim first
+ *   (compare on its revision, and only if it names this attachment), then the local record.
+ *
+ * The local range id carries what an allocation needs without asking the store: `pool/NAME/GW/PLEN`.
+ */
+
+import { type ParsedPool, parseIpPool, poolAddresses, poolContains } from '../cluster/ip-pool.js';
+import type { PoolClaimOwner, PoolStore } from '../cluster/pool-store.js';
+import { PodwireError } from '../cni/errors.js';
+import type { Allocation, OwnedAllocation, RangeUsage } from './allocator.js';
+import { formatIp, parseIp } from './ip.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';
+
+export interface PoolRequest {
+  pool: string;
+  /** Where the pool name came from, for errors: "CNI_ARGS PODWIRE_POOL", "poolByNamespace.web". */
+  poolSource: string;
+  /** A fixed address the runtime asked for, and where it came from ("CNI_ARGS IP", "runtimeConfig.ips"). */
+  ip?: { value: string; source: string };
+  pod?: string;
+}
+
+interface Held {
+  rangeId: string;
+  pool: string;
+  ip: string;
+  prefixLength: number;
+  gateway: string;
+  rec: AllocationRecord;
+}
+
+export interface PoolAllocatorOptions {
+  pools: PoolStore;
+  /** The node's durable record of its pool addresses. */
+  local: IpamStore;
+  /** The range ids `local` holds records for (read once at open). */
+  localRanges: string[];
+  node: string;
+  now?: () => Date;
+}
+
+export function poolRangeId(p: ParsedPool): string {
+  return `pool/${p.pool.name}/${p.pool.subnet.gateway}/${p.pool.subnet.prefixLength}`;
+}
+
+function parseRangeId(rangeId: string): { pool: string; gateway: string; prefixLength: number } | undefined {
+  const [kind, pool, gateway, plen] = rangeId.split('/');
+  if (kind !== 'pool' || !pool || !gateway || parseIp(gateway) === undefined || !plen) return undefined;
+  return { pool, gateway, prefixLength: Number(plen) };
+}
+
+export class PoolAllocator {
+  readonly #o: PoolAllocatorOptions;
+  readonly #now: () => Date;
+  readonly #mutex = new KeyedMutex();
+  /** By attachmentKey: the pool address each attachment holds (at most one). */
+  readonly #held = new Map<string, Held>();
+
+  private constructor(o: PoolAllocatorOptions) {
+    this.#o = o;
+    this.#now = o.now ?? (() => new Date());
+  }
+
+  static async open(o: PoolAllocatorOptions): Promise<PoolAllocator> {
+    const a = new PoolAllocator(o);
+    for (const rangeId of o.localRanges) {
+      const r = parseRangeId(rangeId);
+      if (!r) continue;
+      for (const { ip, rec } of await o.local.list(rangeId)) {
+        a.#held.set(attachmentKey(rec), {
+          rangeId,
+          pool: r.pool,
+          ip,
+          prefixLength: r.prefixLength,
+          gateway: r.gateway,
+          rec,
+        });
+      }
+    }
+    return a;
+  }
+
+  async allocate(att: AttachmentKey, req: PoolRequest): Promise<Allocation> {
+    return this.#mutex.run(attachmentKey(att), async () => {
+      const before = this.#held.get(attachmentKey(att));
+      if (before)
+        throw new PodwireError(
+          'ERR_ALREADY_ALLOCATED',
+          `container ${att.containerId} interface ${att.ifname} already holds ${before.ip} in pool ${before.pool}`,
+        );
+      const stored = await this.#o.pools.getPool(req.pool);
+      if (!stored)
+        throw new PodwireError(
+          'ERR_INVALID_CONFIG',
+          `${req.poolSource}: no IP pool named ${JSON.stringify(req.pool)}`,
+        );
+      const pool = parseIpPool(stored, `pool ${req.pool}`);
+      const createdAt = this.#now().toISOString();
+      const owner: PoolClaimOwner = {
+        node: this.#o.node,
+        containerId: att.containerId,
+        ifname: att.ifname,
+        createdAt,
+      };
+      if (req.pod !== undefined) owner.pod = req.pod;
+      const claim = req.ip ? await this.#claimFixed(pool, req.ip, owner) : await this.#claimAny(pool, owner);
+      const rangeId = poolRangeId(pool);
+      const rec: AllocationRecord = { containerId: att.containerId, ifname: att.ifname, createdAt };
+      if (req.pod !== undefined) rec.pod = req.pod;
+      try {
+        if (!(await this.#o.local.claim(rangeId, claim.ip, rec)))
+          throw new PodwireError(
+            'ERR_INTERNAL',
+            `pool ${req.pool}: ${claim.ip} already recorded on this node`,
+          );
+      } catch (err) {
+        await this.#o.pools.release(req.pool, claim);
+        throw err;
+      }
+      const held: Held = {
+        rangeId,
+        pool: req.pool,
+        ip: claim.ip,
+        prefixLength: pool.pool.subnet.prefixLength,
+        gateway: pool.pool.subnet.gateway,
+        rec,
+      };
+      this.#held.set(attachmentKey(att), held);
+      return toAllocation(held);
+    });
+  }
+
+  async #claimFixed(pool: ParsedPool, want: { value: string; source: string }, owner: PoolClaimOwner) {
+    const ip = parseIp(want.value);
+    if (!ip || ip.family !== pool.family || !poolContains(pool, ip.value))
+      throw new PodwireError(
+        'ERR_INVALID_CONFIG',
+        `${want.source}: ${want.value} is not an address of pool ${pool.pool.name} (ranges ${pool.pool.ranges.join(', ')}; network, gateway and broadcast excluded)`,
+      );
+    const text = formatIp(ip.family, ip.value);
+    const claim = await this.#o.pools.claim(pool.pool.name, text, owner);
+    if (claim) return claim;
+    const holder = await this.#o.pools.claimOf(pool.pool.name, text);
+    throw new PodwireError(
+      'ERR_ALREADY_ALLOCATED',
+      `${want.source}: ${text} in pool ${pool.pool.name} is already held${holder ? ` by ${holder.owner.pod ?? holder.owner.containerId} on node ${holder.owner.node}` : ''}`,
+    );
+  }
+
+  async #claimAny(pool: ParsedPool, owner: PoolClaimOwner) {
+    const name = pool.pool.name;
+    const taken = new Set((await this.#o.pools.claims(name)).map((c) => c.ip));
+    const free = [...poolAddresses(pool)].map((v) => formatIp(pool.family, v)).filter((ip) => !taken.has(ip));
+    // Start at a random free address: racing nodes then rarely contend for the same key.
+    const start = Math.floor(Math.random() * free.length);
+    for (let i = 0; i < free.length; i++) {
+      const ip = free[(start + i) % free.length] as string;
+      const claim = await this.#o.pools.claim(name, ip, owner);
+      if (claim) return claim;
+    }
+    throw new PodwireError(
+      'ERR_IPAM_EXHAUSTED',
+      `pool ${name} exhausted: all ${pool.size} addresses (${pool.pool.ranges.join(', ')}) are in use`,
+    );
+  }
+
+  /** Releases the attachment's pool address, cluster claim first; [] when it holds none. */
+  async release(att: AttachmentKey): Promise<Allocation[]> {
+    return this.#mutex.run(attachmentKey(att), async () => {
+      const held = this.#held.get(attachmentKey(att));
+      if (!held) return [];
+      const claim = await this.#o.pools.claimOf(held.pool, held.ip);
+      if (
+        claim &&
+        claim.owner.node === this.#o.node &&
+        claim.owner.containerId === att.containerId &&
+        claim.owner.ifname === att.ifname
+      ) {
+        await this.#o.pools.release(held.pool, claim);
+      }
+      await this.#o.local.release(held.rangeId, held.ip, att);
+      this.#held.delete(attachmentKey(att));
+      return [toAllocation(held)];
+    });
+  }
+
+  lookup(att: AttachmentKey): Allocation[] {
+    const held = this.#held.get(attachmentKey(att));
+    return held ? [toAllocation(held)] : [];
+  }
+
+  list(): OwnedAllocation[] {
+    return [...this.#held.values()].map((h) => ({ ...toAllocation(h), ...h.rec }));
+  }
+
+  /** Per pool this node holds addresses of: how many (the pool's size is the store's business). */
+  usage(): RangeUsage[] {
+    const used = new Map<string, number>();
+    for (const h of this.#held.values()) used.set(h.rangeId, (used.get(h.rangeId) ?? 0) + 1);
+    return [...used].map(([rangeId, n]) => ({ rangeId, size: 0n, used: n }));
+  }
+
+  /** Every pool address held anywhere in the cluster, with its pool (for the neighbour audit). */
+  async clusterClaims(): Promise<Array<{ pool: string; ip: string; owner: PoolClaimOwner }>> {
+    const out: Array<{ pool: string; ip: string; owner: PoolClaimOwner }> = [];
+    for (const pool of await this.#o.pools.listPools())
+      for (const c of await this.#o.pools.claims(pool.name))
+        out.push({ pool: pool.name, ip: c.ip, owner: c.owner });
+    return out;
+  }
+
+  /**
+   * At start: cluster claims this node owns without a local record (a crash between the two writes of
+   * an ADD) are released; local records the cluster lost are claimed again. Returns what it did.
+   */
+  async syncWithStore(): Promise<{ released: string[]; reclaimed: string[]; conflicts: string[] }> {
+    const out = { released: [] as string[], reclaimed: [] as string[], conflicts: [] as string[] };
+    const mine = new Map([...this.#held.values()].map((h) => [`${h.pool} ${h.ip}`, h]));
+    const seen = new Set<string>();
+    for (const pool of await this.#o.pools.listPools()) {
+      for (const c of await this.#o.pools.claims(pool.name)) {
+        if (c.owner.node !== this.#o.node) continue;
+        const h = mine.get(`${pool.name} ${c.ip}`);
+        if (h && h.rec.containerId === c.owner.containerId && h.rec.ifname === c.owner.ifname) {
+          seen.add(`${pool.name} ${c.ip}`);
+          continue;
+        }
+        if (await this.#o.pools.release(pool.name, c)) out.released.push(`${pool.name}/${c.ip}`);
+      }
+    }
+    for (const [key, h] of mine) {
+      if (seen.has(key)) continue;
+      const owner: PoolClaimOwner = {
+        node: this.#o.node,
+        containerId: h.rec.containerId,
+        ifname: h.rec.ifname,
+        createdAt: h.rec.createdAt,
+      };
+      if (h.rec.pod !== undefined) owner.pod = h.rec.pod;
+      if (await this.#o.pools.claim(h.pool, h.ip, owner)) out.reclaimed.push(`${h.pool}/${h.ip}`);
+      else out.conflicts.push(`${h.pool}/${h.ip}`);
+    }
+    return out;
+  }
+}
+
+function toAllocation(h: Held): Allocation {
+  const family = parseIp(h.ip)?.family ?? 4;
+  return { ip: h.ip, prefixLength: h.prefixLength, gateway: h.gateway, family, rangeId: h.rangeId };
+}
