@@ -19,7 +19,6 @@ import type { AgentContext } from './context.js';
 import { attachmentKey } from './host-veth.js';
 import type { Logger } from './log.js';
 import type { CniMetrics } from './metrics.js';
-import { poolRequest } from './pool-select.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface CniAnswer {
@@ -96,11 +95,10 @@ export class CniDispatcher {
         const att = { containerId: env.containerId, ifname: env.ifname };
         const netns = env.netns;
         const pod = podIdentity(env.args);
-        const pool = poolRequest(env.args, conf, ctx.config);
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdAdd(
             ctx,
-            { ...att, pod, pool },
+            { ...att, pod },
             netns,
             log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
           ),
