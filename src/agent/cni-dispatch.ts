@@ -19,6 +19,7 @@ import type { AgentContext } from './context.js';
 import { attachmentKey } from './host-veth.js';
 import type { Logger } from './log.js';
 import type { CniMetrics } from './metrics.js';
+import { poolRequest } from './pool-select.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface CniAnswer {
@@ -95,10 +96,11 @@ export class CniDispatcher {
         const att = { containerId: env.containerId, ifname: env.ifname };
         const netns = env.netns;
         const pod = podIdentity(env.args);
+        const pool = poolRequest(env.args, conf, ctx.config);
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdAdd(
             ctx,
-            { ...att, pod },
+            { ...att, pod, pool },
             netns,
             log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
           ),
