@@ -5,13 +5,15 @@
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
-import type { GatewayAddress } from '../datapath/datapath.js';
+import { PodwireError } from '../cni/errors.js';
+import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
 import { formatIp } from '../ipam/ip.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
+import { UplinkBridging } from './bridging.js';
 import { startCluster } from './cluster-start.js';
 import { CniDispatcher } from './cni-dispatch.js';
 import { CniServer } from './cni-server.js';
@@ -19,7 +21,7 @@ import type { AgentConfig } from './config.js';
 import type { AgentContext } from './context.js';
 import { controlMethods } from './control-methods.js';
 import { ControlServer, controlSocketPath } from './control-server.js';
-import { createDatapath } from './datapath-select.js';
+import { createDatapath, gatewayInterface } from './datapath-select.js';
 import type { Logger } from './log.js';
 import { CniMetrics } from './metrics.js';
 import { agentGauges } from './metrics-gauges.js';
@@ -72,9 +74,31 @@ export class Agent {
       closers.push(() => home.close());
       const nl = Rtnetlink.open({ asyncSockets: ASYNC_NETLINK_SOCKETS });
       closers.push(() => nl.close());
+      // The datapath (and, in bridging mode, the uplink moved into it) comes up once the pod CIDRs and
+      // MTU are known: in cluster mode after the lease, before the overlay, which sends through it.
+      let datapath: Datapath | undefined;
+      const nodeSide = async (podCIDRs: string[], mtu: number): Promise<number | undefined> => {
+        const dp = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs));
+        await dp.start();
+        closers.push(() => dp.stop());
+        datapath = dp;
+        if (!given.bridging) return undefined;
+        const { bridging, index } = await UplinkBridging.attach({
+          nl,
+          settings: given.bridging,
+          target: gatewayInterface(given),
+          datapath: dp,
+          stateDir: given.stateDir,
+          log,
+        });
+        closers.push(() => bridging.restore());
+        return index;
+      };
       // In cluster mode the pod CIDRs come from the store and the MTU pays for encapsulation.
-      const cluster = await startCluster(given, nl, log, closers);
+      const cluster = await startCluster(given, nl, log, closers, nodeSide);
       const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
+      if (!datapath) await nodeSide(config.podCIDRs, config.mtu);
+      if (!datapath) throw new PodwireError('ERR_INTERNAL', 'datapath not started');
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       closers.push(() => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
@@ -86,9 +110,6 @@ export class Agent {
         closers,
       );
       const ipam = new PodIpam(nodeIpam, pools);
-      const datapath = createDatapath(config, nl, gatewaysOf(config.podCIDRs));
-      await datapath.start();
-      closers.push(() => datapath.stop());
       const announcer = new Announcer(ANNOUNCE, (key, err) =>
         log.warn('announcement round failed', { attachment: key, err: String(err) }),
       );

@@ -7,6 +7,7 @@ import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { PodwireError } from '../cni/errors.js';
 import { parseCidr } from '../ipam/cidr.js';
+import type { BridgingSettings } from './bridging.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
 
 export interface AgentConfig {
@@ -32,6 +33,8 @@ export interface AgentConfig {
   cluster?: ClusterSettings;
   /** The Prometheus endpoint, "host:port"; off when absent. */
   metricsAddress?: string;
+  /** Bridging mode: the uplink joins the pod bridge and the node's identity moves to the bridge interface. */
+  bridging?: BridgingSettings;
 }
 
 export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
@@ -61,6 +64,7 @@ const KEYS = new Set([
   'stateDir',
   'maxParallel',
   'metricsAddress',
+  'bridging',
   ...CLUSTER_KEYS,
 ]);
 /** Keys that mean something only to the OVS datapath. */
@@ -162,6 +166,22 @@ export function parseAgentConfig(text: string): AgentConfig {
       throw bad('metricsAddress', 'must be HOST:PORT, e.g. 127.0.0.1:9105 or [::1]:9105');
     }
     cfg.metricsAddress = v;
+  }
+  if (obj.bridging !== undefined) {
+    const b = obj.bridging as Record<string, unknown> | null;
+    if (b === null || typeof b !== 'object' || Array.isArray(b))
+      throw bad('bridging', 'must be {uplink: IFNAME}');
+    for (const k of Object.keys(b)) if (k !== 'uplink') throw bad(`bridging.${k}`, 'unknown key');
+    if (typeof b.uplink !== 'string' || !IFNAME.test(b.uplink))
+      throw bad('bridging.uplink', 'must be an interface name of 1-15 characters');
+    if (b.uplink === cfg.bridge || b.uplink === cfg.gateway)
+      throw bad('bridging.uplink', 'must differ from the bridge and the gateway');
+    if (cfg.cluster && cfg.cluster.uplink !== b.uplink)
+      throw bad(
+        'bridging.uplink',
+        `must be the cluster uplink (${cfg.cluster.uplink}): the node's underlay IP moves with it`,
+      );
+    cfg.bridging = { uplink: b.uplink };
   }
   return cfg;
 }

@@ -18,6 +18,8 @@ export interface ClusterOptions {
   datapath?: 'linux-bridge' | 'ovs';
   /** Dual-stack pods: an IPv6 cluster CIDR too. */
   ipv6?: boolean;
+  /** Bridging mode: each node's uplink joins its pod bridge (`bridging: {uplink: eth0}`). */
+  bridging?: boolean;
 }
 
 export const CLUSTER_V4 = '10.250.0.0/16';
@@ -90,6 +92,7 @@ export class TestCluster {
       nodeName: name,
       uplink: underlay.uplink,
       trafficMode: this.options.trafficMode ?? 'encap',
+      ...(this.options.bridging ? { bridging: { uplink: underlay.uplink } } : {}),
     };
     if (this.options.store === 'etcd') {
       config.podCIDRs = null;

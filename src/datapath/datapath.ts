@@ -28,6 +28,14 @@ export interface PodPort {
   pod?: string | undefined;
 }
 
+/** The node's uplink as bridging mode hands it to the datapath. */
+export interface UplinkPort {
+  ifname: string;
+  index: number;
+  /** The uplink's MAC: the node's MAC on the underlay, which the gateway interface takes over. */
+  mac: string;
+}
+
 export interface DatapathStatus {
   ready: boolean;
   /** Why the datapath cannot serve ADD when `ready` is false. */
@@ -57,6 +65,14 @@ export interface Datapath {
   checkPort(hostIfname: string): Promise<void>;
   /** Host interface names of every attached pod port. */
   ports(): Promise<string[]>;
+  /**
+   * Bridging mode: gives the gateway interface the uplink's MAC, then makes the uplink a port of the
+   * bridge that carries frames between the underlay and the pods (the node's own frames go through the
+   * gateway interface, which takes over the node's addresses). Resolves when the port forwards.
+   */
+  attachUplink(uplink: UplinkPort): Promise<void>;
+  /** Takes the uplink out of the bridge and gives the gateway interface `targetMac` back. Idempotent. */
+  detachUplink(uplink: { ifname: string; index: number; targetMac: string }): Promise<void>;
   status(): DatapathStatus;
   /**
    * Packets the datapath dropped, per guard (e.g. OVS's "ARP_SPOOF_GUARD": forged ARP from pods).

@@ -8,7 +8,7 @@ import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
-import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
 
 export interface BridgeDatapathOptions {
@@ -82,6 +82,32 @@ export class BridgeDatapath implements Datapath {
       }
       await sleep(delay);
     }
+  }
+
+  /**
+   * Equivalent to: `ip link set BRIDGE address MAC; ip link set UPLINK master BRIDGE up`, then waits
+   * until the bridge forwards on it.
+   */
+  async attachUplink(uplink: UplinkPort): Promise<void> {
+    const bridge = this.#requireBridge();
+    this.#o.nl.setMac(bridge, uplink.mac);
+    await this.attachPort({
+      hostIfname: uplink.ifname,
+      hostIfindex: uplink.index,
+      containerId: '',
+      ifname: '',
+      podMac: '',
+      podIps: [],
+    });
+  }
+
+  /** Equivalent to: `ip link set UPLINK nomaster; ip link set BRIDGE address TARGETMAC`. */
+  async detachUplink(uplink: { ifname: string; index: number; targetMac: string }): Promise<void> {
+    const link = this.#o.nl.linkByIndex(uplink.index);
+    if (link && link.masterIndex === this.#bridgeIndex && this.#bridgeIndex !== 0)
+      this.#o.nl.setMaster(uplink.index, 0);
+    const bridge = this.#o.nl.linkByName(this.#o.bridge);
+    if (bridge) this.#o.nl.setMac(bridge.index, uplink.targetMac);
   }
 
   /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */

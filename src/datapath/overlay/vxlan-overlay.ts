@@ -42,6 +42,11 @@ export function vtepMacFor(nodeName: string): string {
   return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
+/** Bytes VXLAN adds: outer Ethernet 14 + IP (20 | 40) + UDP 8 + VXLAN 8. */
+export function vxlanOverhead(underlayIP: string): number {
+  return underlayIP.includes(':') ? 70 : 50;
+}
+
 export class VxlanOverlay implements Overlay {
   readonly mode = 'encap';
   readonly overhead: number;
@@ -50,8 +55,7 @@ export class VxlanOverlay implements Overlay {
 
   constructor(options: VxlanOverlayOptions) {
     this.#o = options;
-    // Outer Ethernet 14 + IP (20 | 40) + UDP 8 + VXLAN 8.
-    this.overhead = options.underlayIP.includes(':') ? 70 : 50;
+    this.overhead = vxlanOverhead(options.underlayIP);
   }
 
   /** Equivalent to: `ip link add podwire-vxlan type vxlan id 1 dstport 4789 local IP dev UPLINK nolearning`, addresses, up. */

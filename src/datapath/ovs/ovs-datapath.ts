@@ -13,7 +13,7 @@ import { dirname } from 'node:path';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
-import type { Datapath, DatapathStatus, GatewayAddress, PodPort } from '../datapath.js';
+import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
 import { diffFlows, parseFlow } from './flow-text.js';
 import { Ofctl } from './ofctl.js';
@@ -193,6 +193,12 @@ export class OvsDatapath implements Datapath {
       );
     }
   }
+
+  async attachUplink(_uplink: UplinkPort): Promise<void> {
+    throw new PodwireError('ERR_DATAPATH', 'bridging: not supported on the OVS datapath yet');
+  }
+
+  async detachUplink(_uplink: { ifname: string; index: number; targetMac: string }): Promise<void> {}
 
   async ports(): Promise<string[]> {
     const vs = await this.#db();
