@@ -35,7 +35,7 @@ import { Scheduler } from './scheduler.js';
  * Link deletions in flight at once, each on its own netlink socket and worker thread: the kernel
  * spends ~20 ms of each waiting for RCU, and many of those waits overlap. See threadpool.ts.
  */
-export const ASYNC_NETLINK_SOCKETS = 8;
+export const ASYNC_NETLINK_SOCKETS = 32;
 
 /** Three gratuitous ARPs, 50 ms apart (the contract; arping -U sends the same). */
 export const ANNOUNCE = { rounds: 3, intervalMs: 50 } as const;

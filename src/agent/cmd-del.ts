@@ -1,6 +1,5 @@
 /**
- * CNI DEL: undoes ADD in reverse order (announcements, datapath port, veth down, then the veth and
- * the IPAM claim together). Needs no netns:
+ * CNI DEL: undoes ADD in reverse order (announcements, datapath port, veth, IPAM). Needs no netns:
  * deleting the host end removes the pod end with it, and the address is released even when the
  * namespace is long gone. Succeeds when any part is already gone.
  */
@@ -17,15 +16,12 @@ export async function cmdDel(ctx: AgentContext, att: Attachment, log: Logger): P
   t.mark('announcer');
   if (!ctx.datapath.linkDeletionDetaches) await ctx.datapath.detachPort(hostName);
   t.mark('datapath');
-  // Once the host end is down the pod can neither send nor receive, so its address may go to another
-  // pod while the kernel takes its time (~20 ms of RCU waits) to unregister the veth.
-  const link = ctx.nl.linkByName(hostName);
-  if (link) ctx.nl.setLinkDown(link.index);
-  const [removedVeth, released] = await Promise.all([
-    ctx.nl.deleteLinkByNameAsync(hostName),
-    ctx.ipam.release(att),
-  ]);
-  t.mark('veth+ipam');
+  // The veth first, on a worker thread (the kernel waits ~20 ms for RCU; the main thread stays free):
+  // only once it is gone may the address go to another pod.
+  const removedVeth = await ctx.nl.deleteLinkByNameAsync(hostName);
+  t.mark('veth');
+  const released = await ctx.ipam.release(att);
+  t.mark('ipam');
   log.info('attachment deleted', {
     hostVeth: hostName,
     removedVeth,

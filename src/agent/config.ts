@@ -46,7 +46,7 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   mtu: 1500,
   socket: '/run/podwire/cni.sock',
   stateDir: '/var/lib/podwire',
-  maxParallel: 32,
+  maxParallel: 128,
 };
 
 /** The bridge of `datapath: ovs` when the config names none. */

@@ -16,6 +16,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
+import { DEFAULT_CONFIG } from '../agent/config.js';
+import { AGENT_NODE_FLAGS, AGENT_THREADPOOL_SIZE } from '../agent/runtime.js';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
 import { OvsInstance } from './ovs.js';
@@ -24,12 +26,7 @@ export const ROOT = resolve(import.meta.dirname, '../../..');
 export const RELAY = join(ROOT, 'bin/podwire-cni');
 const MAIN = join(ROOT, 'dist/src/cli/main.js');
 
-/**
- * Node flags the agent runs under, as bin/podwire gives them: a 1 MiB young generation keeps the
- * agent's RSS flat under a steady ADD/DEL load (it grew 60 -> 99 MiB over 600 cycles with the default
- * 16 MiB; bench scenario 3), at no measurable cost in throughput.
- */
-export const AGENT_NODE_FLAGS = ['--max-semi-space-size=1'];
+export { AGENT_NODE_FLAGS } from '../agent/runtime.js';
 
 export interface NodeOptions {
   podCIDRs?: string[];
@@ -92,7 +89,7 @@ export class TestNode {
       datapath: options.datapath ?? 'linux-bridge',
       bridge: options.bridge ?? (options.datapath === 'ovs' ? 'br-podwire' : 'podwire0'),
       mtu: options.mtu ?? 1500,
-      maxParallel: options.maxParallel ?? 32,
+      maxParallel: options.maxParallel ?? DEFAULT_CONFIG.maxParallel,
     };
     this.#given = { nodeNs: options.nodeNs, config: options.config };
     this.#nodeFlags = options.nodeFlags ?? AGENT_NODE_FLAGS;
@@ -136,6 +133,7 @@ export class TestNode {
       ],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, UV_THREADPOOL_SIZE: String(AGENT_THREADPOOL_SIZE) },
       },
     );
     this.agent = child;

@@ -2,6 +2,7 @@
 import { Agent } from '../agent/agent.js';
 import { loadAgentConfig } from '../agent/config.js';
 import { jsonLogger } from '../agent/log.js';
+import { threadpoolWarning } from '../agent/runtime.js';
 import { PodwireError } from '../cni/errors.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
@@ -12,6 +13,8 @@ async function runAgent(args: CliArgs, out: (s: string) => void): Promise<number
     return 2;
   }
   const log = jsonLogger();
+  const pool = threadpoolWarning();
+  if (pool) log.warn(pool);
   let agent: Agent;
   try {
     agent = await Agent.start(loadAgentConfig(args.config), log);

@@ -1,6 +1,4 @@
 /** `bin/podwire`: the agent and the CLI. */
-// First: sizes the thread pool before any module can start using it.
-import './threadpool.js';
 import { PodwireError } from '../cni/errors.js';
 import { agentCommand } from './agent-command.js';
 import { parseArgs, UsageError } from './args.js';
