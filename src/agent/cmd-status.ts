@@ -1,6 +1,8 @@
 /**
  * CNI STATUS (1.1.0): can the agent serve ADD? 50 when it cannot (a range is full); 51 when, in
- * addition, existing pods have limited connectivity (the datapath is not ready).
+ * addition, pods have limited connectivity: the datapath is not ready, or the cluster store is
+ * unreachable (routes to peers are frozen as they were: pods of nodes that join meanwhile are not
+ * reachable). ADD itself keeps working through a store outage on a node whose CIDR is known.
  */
 import { PodwireError } from '../cni/errors.js';
 import type { AgentContext } from './context.js';
@@ -11,6 +13,13 @@ export function cmdStatus(ctx: AgentContext): void {
     throw new PodwireError(
       'ERR_LIMITED_CONNECTIVITY',
       `datapath ${ctx.datapath.kind} not ready: ${dp.reason}`,
+    );
+  }
+  const store = ctx.cluster?.status();
+  if (store && !store.health.ok) {
+    throw new PodwireError(
+      'ERR_LIMITED_CONNECTIVITY',
+      `cluster store ${store.store} unreachable since ${store.health.since.toISOString()}: ${store.health.error}; routes to peers are frozen`,
     );
   }
   for (const r of ctx.ipam.usage()) {

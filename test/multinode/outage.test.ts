@@ -59,7 +59,9 @@ test(`etcd down for ${OUTAGE_S} s: traffic goes on, ADD works, the agents recove
   await sleep(1000);
   await cluster.etcd?.stop();
   await sleep(2000);
-  assert.equal(await storeHealthy(a), false, 'STATUS shows the outage');
+  assert.equal(await storeHealthy(a), false, 'podwire status shows the outage');
+  const status = await a.node.cni({ command: 'STATUS' });
+  assert.equal((status.json as { code?: number }).code, 51, `CNI STATUS reports it: ${status.stdout}`);
 
   const during = await a.node.addPod('od');
   const add = await a.node.cni({ command: 'ADD', containerId: 'out-during', netns: during });
@@ -84,4 +86,5 @@ test(`etcd down for ${OUTAGE_S} s: traffic goes on, ADD works, the agents recove
     assert.ok(Date.now() < deadline, 'both agents see the store again within 15 s');
     await sleep(250);
   }
+  assert.equal((await a.node.cni({ command: 'STATUS' })).code, 0, 'CNI STATUS is fine again');
 });
