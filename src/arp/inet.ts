@@ -4,8 +4,10 @@
  * `formatIPv6` produces exactly what glibc's (and libuv's) inet_ntop prints, so a frame decoded here
  * shows the same address text as `ip`, tcpdump and Node's `net.SocketAddress`.
  */
+
 import { isIPv4, isIPv6 } from 'node:net';
 import { PodwireError } from '../cni/errors.js';
+import { formatIp } from '../kernel/netlink/ip-text.js';
 
 export const IPV4_LEN = 4;
 export const IPV6_LEN = 16;
@@ -75,41 +77,8 @@ function toWords(groups: string): number[] {
  */
 export function formatIPv6(bytes: Uint8Array, offset = 0): string {
   checkSpan('formatIPv6', bytes, offset, IPV6_LEN);
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset + offset, IPV6_LEN);
-  const words: number[] = [];
-  for (let i = 0; i < 8; i++) words.push(view.readUInt16BE(2 * i));
-
-  let bestBase = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (words[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && words[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestBase = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  if (bestLen < 2) bestBase = -1;
-
-  let out = '';
-  for (let i = 0; i < 8; i++) {
-    if (bestBase !== -1 && i >= bestBase && i < bestBase + bestLen) {
-      if (i === bestBase) out += ':';
-      continue;
-    }
-    if (i !== 0) out += ':';
-    if (i === 6 && bestBase === 0 && (bestLen === 6 || (bestLen === 5 && words[5] === 0xffff))) {
-      return out + formatIPv4(view, 12);
-    }
-    out += (words[i] ?? 0).toString(16);
-  }
-  if (bestBase !== -1 && bestBase + bestLen === 8) out += ':';
-  return out;
+  // One inet_ntop for the whole project: the rtnetlink codec's, which `ip` output is checked against.
+  return formatIp(bytes.subarray(offset, offset + IPV6_LEN));
 }
 
 /** Returns the canonical (inet_ntop) text of an IPv6 address, validating it. */
