@@ -1,7 +1,7 @@
 /** The Prometheus endpoint: off by default; when configured, CNI counts and latency, pods, IPAM, fds. */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { run } from '../testbed/exec.js';
+import { metricSample, scrapeMetrics } from '../../src/bed/metrics.js';
 import { TestNode } from '../testbed/node.js';
 
 const PORT = 19105;
@@ -9,24 +9,8 @@ const node = new TestNode({ podCIDRs: ['10.244.15.0/24'], config: { metricsAddre
 before(() => node.setup());
 after(() => node.cleanup());
 
-/** Scrapes from inside the node namespace: the endpoint listens on the node's loopback. */
-async function scrape(): Promise<string> {
-  const r = await run('ip', [
-    'netns',
-    'exec',
-    node.nodeNs,
-    'curl',
-    '-sf',
-    `http://127.0.0.1:${PORT}/metrics`,
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  return r.stdout;
-}
-
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.split(' ')[1]);
-}
+const scrape = () => scrapeMetrics(node.nodeNs, PORT);
+const sample = metricSample;
 
 test('CNI calls are counted by command and result, with a latency histogram', async () => {
   const pod = await node.addPod('m');

@@ -3,9 +3,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ARPOP_REQUEST, encodeArpFrame } from '../../../src/arp/arp-frame.js';
+import { metricSample, scrapeMetrics } from '../../../src/bed/metrics.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
 import { PacketSocket } from '../../../src/kernel/packet-socket.js';
-import { ipJson, run } from '../../testbed/exec.js';
+import { ipJson } from '../../testbed/exec.js';
 import { netnsPath } from '../../testbed/namespaces.js';
 import { resultIps, TestNode } from '../../testbed/node.js';
 
@@ -19,19 +20,8 @@ before(() => node.setup());
 after(() => node.cleanup());
 
 async function arpGuardDrops(): Promise<number> {
-  const r = await run('ip', [
-    'netns',
-    'exec',
-    node.nodeNs,
-    'curl',
-    '-sf',
-    `http://127.0.0.1:${PORT}/metrics`,
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  const line = r.stdout
-    .split('\n')
-    .find((l) => l.startsWith('podwire_datapath_dropped_packets_total{guard="ARP_SPOOF_GUARD"}'));
-  return Number(line?.split(' ')[1] ?? Number.NaN);
+  const text = await scrapeMetrics(node.nodeNs, PORT);
+  return metricSample(text, 'podwire_datapath_dropped_packets_total{guard="ARP_SPOOF_GUARD"}') ?? Number.NaN;
 }
 
 test('a pod that claims another IP in ARP is dropped, and the drop is counted by guard', async () => {
