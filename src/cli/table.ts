@@ -6,7 +6,7 @@ export function table(header: readonly string[], rows: ReadonlyArray<readonly st
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+  return `${[line(header), ...rows.map(line)].join('\n')}\n`;
 }
 
 /** "3m", "2h", "5d": how long ago `iso` was. */
