@@ -30,6 +30,9 @@ export interface BenchOptions {
   soakInFlight: number;
   soakSampleEvery: number;
   scalePods: number;
+  /** Scenario 4 (OVS): pods one at a time and their chunk; its bursts are `burstSizes` × `burstReps`. */
+  ovsPods: number;
+  ovsChunk: number;
   calibrationCalls: number;
   execTimeoutMs: number;
   /** The whole run stops (and cleans up) when this has passed. */
@@ -52,6 +55,8 @@ export const FULL: BenchOptions = {
   soakInFlight: 20,
   soakSampleEvery: 100,
   scalePods: 250,
+  ovsPods: 60,
+  ovsChunk: 20,
   calibrationCalls: 50,
   agentFlags: [],
   execTimeoutMs: 60_000,
@@ -68,6 +73,8 @@ export const QUICK: BenchOptions = {
   soakCycles: 200,
   soakSampleEvery: 50,
   scalePods: 30,
+  ovsPods: 10,
+  ovsChunk: 5,
   calibrationCalls: 10,
   deadlineMs: 5 * 60_000,
 };
@@ -150,7 +157,10 @@ export async function runBench(
         const soak = { cycles: o.soakCycles, inFlight: o.soakInFlight, sampleEvery: o.soakSampleEvery };
         report.soak = await scenario((c) => runSoak(c, soak));
       }
-      if (want(4)) report.ovs = await scenario((c) => runOvs(c));
+      if (want(4)) {
+        const ovs = { pods: o.ovsPods, chunk: o.ovsChunk, sizes: o.burstSizes, reps: o.burstReps };
+        report.ovs = await scenario((c) => runOvs(c, ovs));
+      }
       if (want(5)) report.scale = await scenario((c) => runScale(c, { pods: o.scalePods }));
     }
     report.checks = checksOf(report);

@@ -1,7 +1,8 @@
 /**
  * The bench's result as one object (printed as JSON with --json) and as Markdown tables: the main
- * table (medians, p99, ratio podwire / reference), then what limits the figures (floors, the agent's
- * share of a call, its steps), the soak samples, and the checks against the issue's targets.
+ * table (medians, p99, ratio podwire / reference) and scenario 4's (ratio OVS / Linux bridge), then
+ * what limits the figures (floors, the agent's share of a call, its steps), the soak samples, and the
+ * checks against the issue's targets.
  */
 import type { AgentShare } from './agent-log.js';
 import type { ProfileResult } from './profile.js';
@@ -100,8 +101,25 @@ export function mainTable(rep: BenchReport): string {
       `| 5. scale ADD median, first 10 → last 10 | ${f(p?.firstAddMedian)} → ${f(p?.lastAddMedian)} | ×${r(p?.lastOverFirst ?? Number.NaN)} | ${f(ref?.firstAddMedian)} → ${f(ref?.lastAddMedian)} | ×${r(ref?.lastOverFirst ?? Number.NaN)} | | |`,
     );
   }
-  if (rep.ovs) lines.push(`| 4. OVS datapath | skipped: ${rep.ovs.skipped} | | | | | |`);
-  return lines.join('\n');
+  if (rep.ovs?.skipped) lines.push(`| 4. OVS datapath | skipped: ${rep.ovs.skipped} | | | | | |`);
+  // Only the header when no scenario of the main table ran (e.g. --scenarios 4): leave it out.
+  const main = lines.length > 2 ? [lines.join('\n')] : [];
+  return [...main, ...ovsTable(rep)].join('\n\n');
+}
+
+/** Scenario 4 has its own columns: podwire on OVS against podwire on the Linux bridge. */
+function ovsTable(rep: BenchReport): string[] {
+  const figures = rep.ovs?.figures ?? [];
+  if (figures.length === 0) return [];
+  const lines = [
+    '| figure (ms), podwire | OVS p50 | OVS p99 | Linux bridge p50 | Linux bridge p99 | ratio p50 | ratio p99 |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const x of figures) {
+    const cells = [x.figure, f(x.ovs.p50), f(x.ovs.p99), f(x.bridge.p50), f(x.bridge.p99)];
+    lines.push(`| ${[...cells, r(x.ratioP50), r(x.ratioP99)].join(' | ')} |`);
+  }
+  return [lines.join('\n')];
 }
 
 function shareTable(title: string, share: AgentShare | undefined): string[] {
@@ -149,6 +167,8 @@ export function detailTables(rep: BenchReport): string {
     ),
   );
   out.push(...shareTable('Scenario 2, the same inside bursts:', rep.burst?.agent));
+  out.push(...shareTable('Scenario 4, podwire on OVS, one at a time:', rep.ovs?.sequential?.agent));
+  out.push(...shareTable('Scenario 4, podwire on OVS, in bursts:', rep.ovs?.burst?.agent));
   const s3 = rep.soak;
   if (s3) {
     const samples = [s3.agentBaseline, ...s3.agentSamples];
@@ -239,6 +259,9 @@ export function checksOf(rep: BenchReport): Check[] {
       detail: `end / first block = ${r(s3.rssGrowth)}`,
     });
   }
+  // Scenario 4 has no target (no reference programs OVS): only the must.
+  if (rep.ovs?.sequential) failures('scenario 4, one at a time', rep.ovs.sequential.subjects);
+  for (const b of rep.ovs?.burst?.sizes ?? []) failures(`scenario 4, burst ${b.size}`, b.subjects);
   const s5 = rep.scale;
   if (s5) {
     failures('scenario 5', s5.subjects);

@@ -1,6 +1,8 @@
 /**
  * The plugins under measurement, each on its own fresh node namespace with a driver inside it:
  * - podwire: the agent (started like the tests start it, test/testbed/node.ts) and the relay;
+ * - podwire-ovs: the same on the OVS datapath, the node with its own Open vSwitch (src/bed/ovs.ts,
+ *   userspace netdev datapath) and an OVS bridge (scenario 4 only: the reference has no OVS peer);
  * - reference: Debian's `bridge` + `host-local` from /usr/lib/cni, with its own `dataDir`.
  * Both get an equivalent network: one bridge named `podwire0`, one IPv4 /22, the gateway (.1) on the
  * bridge, a default route in the pod, MTU 1500, no masquerade.
@@ -21,7 +23,7 @@ export const BRIDGE = 'podwire0';
 export const CNI_VERSION = '1.0.0';
 export const REFERENCE_DIR = '/usr/lib/cni';
 
-export type SubjectName = 'podwire' | 'reference';
+export type SubjectName = 'podwire' | 'podwire-ovs' | 'reference';
 export type CniCommand = 'ADD' | 'DEL' | 'VERSION';
 
 export interface Subject {
@@ -66,6 +68,8 @@ export interface PodwireOptions {
   cpuProfDir?: string;
   /** More node flags for the agent (e.g. --max-semi-space-size=16, --heapsnapshot-signal=SIGUSR2). */
   nodeFlags?: string[];
+  /** 'ovs': the subject is 'podwire-ovs', on the node's private OVS; default the Linux bridge. */
+  datapath?: 'linux-bridge' | 'ovs';
 }
 
 export async function startPodwire(teardown: Teardown, opts: PodwireOptions = {}): Promise<Subject> {
@@ -74,7 +78,13 @@ export async function startPodwire(teardown: Teardown, opts: PodwireOptions = {}
     ...(opts.nodeFlags ?? []),
     ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
   ];
-  const node = new TestNode({ podCIDRs: [POD_CIDR], bridge: BRIDGE, nodeFlags: flags });
+  const ovs = opts.datapath === 'ovs';
+  // On OVS the bridge keeps the bed's default name (br-podwire): the same pod network either way.
+  const node = new TestNode({
+    podCIDRs: [POD_CIDR],
+    nodeFlags: flags,
+    ...(ovs ? { datapath: 'ovs' } : { bridge: BRIDGE }),
+  });
   teardown.add('podwire node', () => node.cleanup());
   await node.setup();
   const driver = DriverClient.start(node.nodeNs);
@@ -111,7 +121,7 @@ export async function startPodwire(teardown: Teardown, opts: PodwireOptions = {}
     },
   };
   return {
-    name: 'podwire',
+    name: ovs ? 'podwire-ovs' : 'podwire',
     nodeNs: node.nodeNs,
     driver,
     agent,

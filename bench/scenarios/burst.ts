@@ -18,7 +18,7 @@ import {
   withPods,
 } from '../scenario.js';
 import { type Stats, summarize } from '../stats.js';
-import { type Subject, startBoth } from '../subjects.js';
+import { type Subject, type SubjectName, startBoth } from '../subjects.js';
 
 export interface BurstOptions {
   sizes: number[];
@@ -47,7 +47,10 @@ export interface BurstResult {
 }
 
 export interface BurstRunOptions {
-  /** Subjects to use instead of a fresh podwire + reference pair (the profile run passes podwire alone). */
+  /**
+   * Subjects to use instead of a fresh podwire + reference pair: the profile run passes podwire
+   * alone, scenario 4 podwire on OVS and on the Linux bridge.
+   */
   subjects?: Subject[];
 }
 
@@ -58,6 +61,8 @@ export async function runBurst(
 ): Promise<BurstResult> {
   const subjects = run.subjects ?? (await startBoth(ctx.teardown, ctx.podwire));
   await warmUp(ctx, subjects);
+  // The agent's share is that of the first subject with an agent (podwire-ovs in scenario 4).
+  const measured = subjects.find((s) => s.agent);
   const podwireBatches: TimedBatch[] = [];
   const sizes: BurstSize[] = [];
   let round = 0;
@@ -71,14 +76,14 @@ export async function runBurst(
         entry.add.push(add);
         entry.del.push(del);
         samples.set(s.name, entry);
-        if (s.agent) podwireBatches.push(add, del);
+        if (s === measured) podwireBatches.push(add, del);
       }
     }
     const perSubject: PerSubject<BurstSubject> = {};
     for (const [name, { add, del }] of samples) {
       const addExecs = add.flatMap((b) => b.execs);
       const delExecs = del.flatMap((b) => b.execs);
-      perSubject[name as 'podwire' | 'reference'] = {
+      perSubject[name as SubjectName] = {
         addWall: summarize(add.map((b) => b.batch.wallMs)),
         delWall: summarize(del.map((b) => b.batch.wallMs)),
         addCall: summarize(msOf(addExecs, 'ADD')),

@@ -18,7 +18,7 @@ import {
   withPods,
 } from '../scenario.js';
 import { type Stats, summarize } from '../stats.js';
-import { startBoth } from '../subjects.js';
+import { type Subject, type SubjectName, startBoth } from '../subjects.js';
 
 export interface SequentialOptions {
   pods: number;
@@ -39,11 +39,17 @@ export interface SequentialResult {
   agent: AgentShare | undefined;
 }
 
+export interface SequentialRunOptions {
+  /** Subjects to use instead of a fresh podwire + reference pair (scenario 4: podwire on OVS and on the bridge). */
+  subjects?: Subject[];
+}
+
 export async function runSequential(
   ctx: BenchContext,
   options: SequentialOptions,
+  run: SequentialRunOptions = {},
 ): Promise<SequentialResult> {
-  const subjects = await startBoth(ctx.teardown, ctx.podwire);
+  const subjects = run.subjects ?? (await startBoth(ctx.teardown, ctx.podwire));
   await warmUp(ctx, subjects);
   const batches = new Map<string, TimedBatch[]>();
   let done = 0;
@@ -59,11 +65,12 @@ export async function runSequential(
   const result: SequentialResult = {
     options,
     subjects: {},
-    agent: podwireShare(batches.get('podwire') ?? []),
+    // The first subject with an agent: podwire, or podwire-ovs in scenario 4.
+    agent: podwireShare(batches.get(subjects.find((s) => s.agent)?.name ?? '') ?? []),
   };
   for (const [name, bs] of batches) {
     const execs = bs.flatMap((b) => b.execs);
-    result.subjects[name as 'podwire' | 'reference'] = {
+    result.subjects[name as SubjectName] = {
       add: summarize(msOf(execs, 'ADD')),
       del: summarize(msOf(execs, 'DEL')),
       failures: failuresOf(execs),

@@ -19,7 +19,7 @@ import {
   withPods,
 } from '../scenario.js';
 import { type Stats, summarize } from '../stats.js';
-import { startBoth } from '../subjects.js';
+import { type SubjectName, startBoth } from '../subjects.js';
 
 export interface SoakOptions {
   cycles: number;
@@ -91,7 +91,7 @@ export async function runSoak(ctx: BenchContext, options: SoakOptions): Promise<
     const execs = bs.flatMap((b) => b.execs);
     const cycleMs = bs.flatMap((b) => b.batch.results.map((job) => job.reduce((sum, r) => sum + r.ms, 0)));
     const wall = bs.reduce((sum, b) => sum + b.batch.wallMs, 0);
-    subjectsOut[name as 'podwire' | 'reference'] = {
+    subjectsOut[name as SubjectName] = {
       cycle: summarize(cycleMs),
       add: summarize(msOf(execs, 'ADD')),
       del: summarize(msOf(execs, 'DEL')),

@@ -1,5 +1,6 @@
 /**
- * The bench cannot rot: scenarios 1 and 2 with tiny counts, podwire and the reference side by side.
+ * The bench cannot rot: scenarios 1 and 2 with tiny counts, podwire and the reference side by side,
+ * and scenario 4 (podwire on OVS and on the Linux bridge) when Open vSwitch is installed.
  * Asserts the structure of the report (every figure measured, zero failed calls, the agent's share
  * joined from its log) and that nothing is left behind; never timings.
  */
@@ -11,12 +12,26 @@ import { detailTables, mainTable } from '../../bench/report.js';
 import type { BurstSubject } from '../../bench/scenarios/burst.js';
 import type { SequentialSubject } from '../../bench/scenarios/sequential.js';
 import type { Stats } from '../../bench/stats.js';
+import { ovsAvailable } from '../../src/bed/ovs.js';
 
 function ownNamespaces(): string[] {
   return execFileSync('ip', ['netns', 'list'])
     .toString()
     .split('\n')
     .filter((l) => l.startsWith(`pwt-${process.pid}-`));
+}
+
+/** OVS daemons this process started (the bench's nodes spawn them as its children). */
+function ownOvsDaemons(): string[] {
+  try {
+    return execFileSync('pgrep', ['-l', '-P', String(process.pid), '^ovs'])
+      .toString()
+      .split('\n')
+      .filter((l) => l !== '');
+  } catch (err) {
+    if ((err as { status?: number }).status === 1) return []; // pgrep: nothing matched
+    throw err;
+  }
 }
 
 function assertMeasured(s: Stats | undefined, n: number, what: string): void {
@@ -26,14 +41,16 @@ function assertMeasured(s: Stats | undefined, n: number, what: string): void {
   assert.ok(s.p99 >= s.median, `${what}: p99 ${s.p99} < median ${s.median}`);
 }
 
-test('bench smoke: scenarios 1 and 2, both plugins, zero failures, nothing left behind', {
+test('bench smoke: scenarios 1, 2 and 4, both plugins, zero failures, nothing left behind', {
   timeout: 120_000,
 }, async () => {
   const report = await runBench({
     ...QUICK,
-    scenarios: [1, 2],
+    scenarios: [1, 2, 4],
     pods: 5,
     chunk: 5,
+    ovsPods: 3,
+    ovsChunk: 3,
     burstSizes: [5],
     burstReps: 1,
     deadlineMs: 100_000,
@@ -63,6 +80,22 @@ test('bench smoke: scenarios 1 and 2, both plugins, zero failures, nothing left 
     assert.equal(t.failures.count, 0, t.failures.samples.join('\n'));
   }
 
+  const ovs = report.ovs;
+  assert.ok(ovs, 'scenario 4 ran');
+  if (ovsAvailable()) {
+    assert.equal(ovs.skipped, undefined);
+    assert.equal(ovs.figures.length, 5, 'scenario 4: 2 sequential figures, 3 for the burst of 5');
+    for (const x of ovs.figures) {
+      for (const v of [x.ovs.p50, x.ovs.p99, x.bridge.p50, x.bridge.p99, x.ratioP50, x.ratioP99])
+        assert.ok(Number.isFinite(v) && v > 0, `${x.figure}: ${JSON.stringify(x)}`);
+    }
+    assertMeasured(ovs.sequential?.subjects['podwire-ovs']?.add, 3, 'scenario 4 OVS ADD');
+    assertMeasured(ovs.burst?.sizes[0]?.subjects.podwire?.addCall, 5, 'scenario 4 bridge burst ADD calls');
+    assert.match(mainTable(report), /\| 4\. ADD, one at a time \(3 pods\) \|/);
+  } else {
+    assert.match(ovs.skipped ?? '', /not installed/);
+  }
+
   assert.ok(
     report.checks.filter((c) => c.kind === 'must').every((c) => c.ok),
     JSON.stringify(report.checks),
@@ -70,4 +103,5 @@ test('bench smoke: scenarios 1 and 2, both plugins, zero failures, nothing left 
   assert.match(mainTable(report), /\| 1\. ADD, one at a time \(5 pods\) \|/);
   assert.match(detailTables(report), /inside the agent/);
   assert.deepEqual(ownNamespaces(), [], 'the bench removed every namespace it created');
+  assert.deepEqual(ownOvsDaemons(), [], 'the bench stopped every OVS daemon it started');
 });
