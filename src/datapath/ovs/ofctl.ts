@@ -6,6 +6,10 @@
 import { spawn } from 'node:child_process';
 import { PodwireError } from '../../cni/errors.js';
 import { type FlowEntry, parseDump } from './flow-text.js';
+import { ProcessSlots } from './process-slots.js';
+
+/** ovs-ofctl processes at once, per switch (see process-slots.ts). */
+const MAX_PROCESSES = 8;
 
 export interface OfctlOptions {
   /** The switch: `unix:RUNDIR/BRIDGE.mgmt`, or a bridge name for the default run directory. */
@@ -21,6 +25,7 @@ export class Ofctl {
   readonly #binary: string;
   readonly #protocol: string;
   readonly #timeoutMs: number;
+  readonly #slots = new ProcessSlots(MAX_PROCESSES);
 
   constructor(options: OfctlOptions) {
     this.target = options.target;
@@ -61,6 +66,10 @@ export class Ofctl {
   }
 
   #run(args: string[], input?: string): Promise<string> {
+    return this.#slots.run(() => this.#spawn(args, input));
+  }
+
+  #spawn(args: string[], input?: string): Promise<string> {
     const argv = ['-O', this.#protocol, ...args];
     const what = `${this.#binary} ${argv.join(' ')}`;
     return new Promise((resolve, reject) => {
