@@ -109,7 +109,17 @@ export class CniDispatcher {
       }
       case 'DEL': {
         const att = { containerId: env.containerId, ifname: env.ifname };
-        await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () => cmdDel(ctx, att, log));
+        // Answered once the pod is cut off and its address released; the veth's deletion goes on
+        // on the attachment's key (cmd-del.ts).
+        let answered!: () => void;
+        const answer = new Promise<void>((resolve) => {
+          answered = resolve;
+        });
+        const run = this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
+          cmdDel(ctx, att, log, answered),
+        );
+        void run.catch((err: unknown) => log.error('DEL failed after it answered', { err: String(err) }));
+        await Promise.race([answer, run]);
         return '';
       }
       case 'CHECK': {

@@ -27,3 +27,16 @@ export async function linkNames(ns: string): Promise<string[]> {
 export async function hostVeths(nodeNs: string): Promise<string[]> {
   return (await linkNames(nodeNs)).filter((n) => n.startsWith('pw'));
 }
+
+/**
+ * Host veths once the agent's deletions have settled: DEL answers before the kernel has finished
+ * unregistering the veth (~20 ms), so a check right after DEL waits until `count` remain (or 3 s).
+ */
+export async function settledHostVeths(nodeNs: string, count: number, timeoutMs = 3000): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const veths = await hostVeths(nodeNs);
+    if (veths.length === count || Date.now() > deadline) return veths;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -49,16 +49,16 @@ export interface Datapath {
    * offload (OVS's userspace datapath): ADD then turns tx-checksumming off on the pod side of the veth.
    */
   readonly podTxChecksumming: boolean;
-  /**
-   * True when deleting the host veth is all it takes to detach the port (the Linux bridge: the kernel
-   * removes a deleted device from its bridge); false when the datapath keeps state about the port
-   * (OVS: its port row and flows), which DEL must remove before the veth.
-   */
-  readonly linkDeletionDetaches: boolean;
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
   start(): Promise<void>;
   /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */
   attachPort(port: PodPort): Promise<void>;
+  /**
+   * Makes the port carry no frame any more, at once, before its veth is deleted: after it resolves
+   * the pod's address may go to another pod while the kernel unregisters the veth (~20 ms). The
+   * Linux bridge disables the port; OVS removes the port's flows and row. Succeeds when it is gone.
+   */
+  isolatePort(hostIfname: string): Promise<void>;
   /** Detaches the port; succeeds when it is already gone. */
   detachPort(hostIfname: string): Promise<void>;
   /** Throws ERR_CHECK_FAILED, naming what differs, when the port is not attached as `attachPort` left it. */

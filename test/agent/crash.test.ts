@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../testbed/exec.js';
-import { addressesByInterface, hostVeths } from '../testbed/inspect.js';
+import { addressesByInterface, settledHostVeths } from '../testbed/inspect.js';
 import { resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.7.0/24'] });
@@ -59,7 +59,11 @@ test('SIGKILL mid-burst, restart: nothing leaked or duplicated, survivors keep t
     'the store holds exactly the live pods',
   );
   assert.equal(new Set(claims.map((c) => c.ip)).size, claims.length, 'no address held twice');
-  assert.equal((await hostVeths(node.nodeNs)).length, live.length, 'one host veth per live pod');
+  assert.equal(
+    (await settledHostVeths(node.nodeNs, live.length)).length,
+    live.length,
+    'one host veth per live pod',
+  );
 
   for (const s of survivors) {
     const have = await addressesByInterface(s.ns);

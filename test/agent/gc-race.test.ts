@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { controlSocketPath } from '../../src/agent/control-server.js';
 import { callAgent } from '../../src/cli/control-client.js';
 import { run } from '../testbed/exec.js';
-import { hostVeths } from '../testbed/inspect.js';
+import { hostVeths, settledHostVeths } from '../testbed/inspect.js';
 import { ROOT, resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.19.0/24'] });
@@ -46,5 +46,5 @@ test('podwire gc during a burst of 20 ADDs releases nothing that a pod holds', a
   assert.equal(gc.code, 0, gc.stdout);
   for (const d of await dels) assert.equal(d.code, 0, d.stdout);
   assert.equal(node.claims().length, 10);
-  assert.equal((await hostVeths(node.nodeNs)).length, 10);
+  assert.equal((await settledHostVeths(node.nodeNs, 10)).length, 10);
 });

@@ -5,7 +5,7 @@
  * descriptor count is back at its baseline (I2); at the end no host veth and no allocation remain.
  */
 import assert from 'node:assert/strict';
-import { addressesByInterface, hostVeths } from '../testbed/inspect.js';
+import { addressesByInterface, settledHostVeths } from '../testbed/inspect.js';
 import { resultAddresses, type TestNode } from '../testbed/node.js';
 
 export interface ParallelRounds {
@@ -69,7 +69,7 @@ export async function runParallelRounds(node: TestNode, o: ParallelRounds): Prom
       `round ${r}: agent descriptors back at baseline ${baseline}: ${fds.join(', ')}`,
     );
   }
-  assert.deepEqual(await hostVeths(node.nodeNs), [], 'no host veth left');
+  assert.deepEqual(await settledHostVeths(node.nodeNs, 0), [], 'no host veth left');
   assert.deepEqual(node.claims(), [], 'no allocation left');
   await o.atEnd?.();
 }

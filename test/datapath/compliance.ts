@@ -140,6 +140,23 @@ export function datapathCompliance(
       env.nl.deleteLinkByName(p.hostIfname);
     });
 
+    test('an isolated port carries nothing at once, though its veth still exists', async () => {
+      const dp = make(env);
+      await dp.start();
+      const p = await pod();
+      await dp.attachPort(portOf(p));
+      const before = await run('ip', ['netns', 'exec', p.ns, 'ping', '-c', '1', '-W', '2', '10.250.0.1']);
+      assert.equal(before.code, 0, 'reachable while attached');
+      await dp.isolatePort(p.hostIfname);
+      assert.ok(env.nl.linkByName(p.hostIfname), 'the veth is still there');
+      const after = await run('ip', ['netns', 'exec', p.ns, 'ping', '-c', '2', '-W', '1', '10.250.0.1']);
+      assert.notEqual(after.code, 0, 'cut off once isolated');
+      await dp.isolatePort(p.hostIfname);
+      await dp.isolatePort('pwt-no-such');
+      await dp.detachPort(p.hostIfname);
+      env.nl.deleteLinkByName(p.hostIfname);
+    });
+
     test('a restarted datapath adopts the node objects; running pods keep working', async () => {
       const first = make(env);
       await first.start();

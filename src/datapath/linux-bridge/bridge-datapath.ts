@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import { BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
+import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
@@ -35,7 +35,6 @@ export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';
   /** The kernel bridge forwards an offloaded checksum untouched to a peer that completes it. */
   readonly podTxChecksumming = true;
-  readonly linkDeletionDetaches = true;
   readonly #o: BridgeDatapathOptions;
   /** Index of the bridge; 0 until start() succeeded. */
   #bridgeIndex = 0;
@@ -108,6 +107,13 @@ export class BridgeDatapath implements Datapath {
       this.#o.nl.setMaster(uplink.index, 0);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
     if (bridge) this.#o.nl.setMac(bridge.index, uplink.targetMac);
+  }
+
+  /** Equivalent to: `bridge link set dev HOSTVETH state 0` (disabled); nothing to do when the link is gone. */
+  async isolatePort(hostIfname: string): Promise<void> {
+    const link = this.#o.nl.linkByName(hostIfname);
+    if (!link || link.masterIndex !== this.#bridgeIndex) return;
+    this.#o.nl.setBridgePortState(link.index, BR_STATE_DISABLED);
   }
 
   /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */

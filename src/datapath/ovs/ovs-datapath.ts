@@ -68,7 +68,6 @@ export class OvsDatapath implements Datapath {
    * offload on, TCP segments leave the pod with no checksum filled in, and the peer drops them.
    */
   readonly podTxChecksumming: boolean;
-  readonly linkDeletionDetaches = false;
   readonly ofctl: Ofctl;
   readonly #o: OvsDatapathOptions;
   readonly #portTimeoutMs: number;
@@ -163,6 +162,11 @@ export class OvsDatapath implements Datapath {
    * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
    * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone.
    */
+  /** The port's flows and row go: nothing of the pod passes the bridge any more. */
+  isolatePort(hostIfname: string): Promise<void> {
+    return this.detachPort(hostIfname);
+  }
+
   async detachPort(hostIfname: string): Promise<void> {
     const vs = await this.#db();
     const row = await vs.port(hostIfname);

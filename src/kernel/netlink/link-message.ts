@@ -85,6 +85,8 @@ export interface LinkAttributes {
   linkNetnsid?: number;
   minMtu?: number;
   maxMtu?: number;
+  /** IFLA_PROTINFO in its binary form (a bridge port's BR_STATE_*); only sent, with family AF_BRIDGE. */
+  protinfoState?: number;
 }
 
 /** IFLA_LINKINFO. For kind 'veth' the data nest is typed as `peer`; other kinds keep raw `data`. */
@@ -169,6 +171,7 @@ const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
   linkNetnsid: { type: L.IFLA_LINK_NETNSID, codec: i32 },
   minMtu: { type: L.IFLA_MIN_MTU, codec: u32 },
   maxMtu: { type: L.IFLA_MAX_MTU, codec: u32 },
+  protinfoState: { type: L.IFLA_PROTINFO, codec: u8 },
 };
 
 export function encodeLinkBody(body: LinkBody): Uint8Array {

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { EthtoolSocket } from '../../../src/kernel/ethtool.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
 import { run } from '../../testbed/exec.js';
-import { hostVeths } from '../../testbed/inspect.js';
+import { settledHostVeths } from '../../testbed/inspect.js';
 import { netnsPath } from '../../testbed/namespaces.js';
 import { ROOT, resultIps, TestNode } from '../../testbed/node.js';
 import {
@@ -110,7 +110,7 @@ for (const stack of STACKS) {
         const gone = await node.cni({ command: 'DEL', containerId: `ctr-${i}`, netns: netnsPath(pod) });
         assert.equal(gone.code, 0, gone.stdout);
       }
-      assert.deepEqual(await hostVeths(node.nodeNs), [], 'no host veth left');
+      assert.deepEqual(await settledHostVeths(node.nodeNs, 0), [], 'no host veth left');
       assert.deepEqual(await ovsPorts(node), ['podwire-gw0'], 'only the gateway port');
       assert.deepEqual(await allPodFlows(node), [], 'no pod flow left');
     });

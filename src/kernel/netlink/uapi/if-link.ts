@@ -9,6 +9,8 @@ export const IFLA_LINK = 5;
 export const IFLA_QDISC = 6;
 export const IFLA_STATS = 7;
 export const IFLA_MASTER = 10;
+/** For a bridge port (family AF_BRIDGE): nested IFLA_BRPORT_*, or, in the old binary form, one u8 port state. */
+export const IFLA_PROTINFO = 12;
 export const IFLA_TXQLEN = 13;
 export const IFLA_OPERSTATE = 16;
 export const IFLA_LINKMODE = 17;
