@@ -232,7 +232,7 @@ for (const datapath of DATAPATHS) {
       assert.equal((await a.node.cni({ command: 'DEL', containerId: 'f2-pod', netns: podNs })).code, 0);
     });
 
-    test('pool pods on A and B reach each other, both nodes and a plain underlay host', async () => {
+    test('pool pods on A and B reach each other, both nodes and a plain underlay host', async (t) => {
       const [a, b] = cluster.members;
       if (!a || !b) throw new Error('nodes');
       await store.pools.createPool({
@@ -245,13 +245,17 @@ for (const datapath of DATAPATHS) {
       for (const m of [a, b]) {
         const ns = await m.node.addPod('flat');
         const id = `flat-${m.name}`;
-        const add = await m.node.cni({
-          command: 'ADD',
-          containerId: id,
-          netns: ns,
-          env: { CNI_ARGS: 'PODWIRE_POOL=flat' },
-        });
-        assert.equal(add.code, 0, add.stdout);
+        const call = () =>
+          m.node.cni({ command: 'ADD', containerId: id, netns: ns, env: { CNI_ARGS: 'PODWIRE_POOL=flat' } });
+        let add = await call();
+        if (add.code !== 0 && (add.json as { code?: number } | undefined)?.code === 107) {
+          // Known flake (about 1 run in 5, see the closing note of issue 5): the agent's etcd request
+          // from a bridged node stalls for the whole request timeout while ping to etcd works. The
+          // runtime would retry a code-107 ADD; so does the test, once, and says so.
+          t.diagnostic(`${m.name}: ADD retried after a store timeout: ${add.stdout}`);
+          add = await call();
+        }
+        assert.equal(add.code, 0, `${m.name}: ${add.stdout}`);
         pods.push({ ns, ip: resultIps(add)[0] as string, node: m, id });
       }
       const [pa, pb] = pods;
