@@ -33,7 +33,7 @@ import { Scheduler } from './scheduler.js';
 
 /**
  * Link deletions in flight at once, each on its own netlink socket and worker thread: the kernel
- * spends ~20 ms of each waiting for RCU, and many of those waits overlap. See threadpool.ts.
+ * spends ~20 ms of each waiting for RCU, and many of those waits overlap. See runtime.ts.
  */
 export const ASYNC_NETLINK_SOCKETS = 32;
 
@@ -154,6 +154,8 @@ export class Agent {
     if (this.#stopped) return;
     this.#stopped = true;
     await this.#server.close();
+    // DELs answer before their veth is deleted; let those deletions finish before the sockets close.
+    await this.scheduler.idle();
     await runClosers(this.#closers, this.ctx.log);
     this.ctx.log.info('agent stopped');
   }

@@ -60,7 +60,9 @@ export async function cmdAdd(
     const hostName = hostVethName(att.containerId, att.ifname);
     const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, podMac(allocations.map((a) => a.ip)));
     rollback.push('veth', () => nl.deleteLinkByName(hostName));
-    writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
+    // A host veth must never configure itself from a router advertisement a pod sends; only where
+    // IPv6 is in use (a node booted with ipv6.disable=1 has no /proc/sys/net/ipv6).
+    if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
     t.mark('veth');
 
     const pod = configurePodInterface(podNl, att.ifname, allocations);
@@ -69,6 +71,8 @@ export async function cmdAdd(
       ethtool.setTxChecksumming(att.ifname, false);
     }
     t.mark('pod');
+    // Undo first: a port attach that fails halfway (an OVS row without its flows) is undone too.
+    rollback.push('datapath', () => datapath.detachPort(hostName));
     await datapath.attachPort({
       hostIfname: hostName,
       hostIfindex: hostLink.index,
@@ -78,7 +82,6 @@ export async function cmdAdd(
       podIps: allocations.map((a) => a.ip),
       pod: att.pod,
     });
-    rollback.push('datapath', () => datapath.detachPort(hostName));
     t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);
     t.mark('carrier');

@@ -5,20 +5,24 @@
 import type { Attachment } from '../cni/types.js';
 import { cmdDel } from './cmd-del.js';
 import type { AgentContext } from './context.js';
-import { attachmentKey, HOST_VETH_PREFIX, hostVethName } from './host-veth.js';
+import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
 import type { Logger } from './log.js';
+import type { ReconcileGuard } from './reconcile.js';
 
 export interface GcReport {
   released: Attachment[];
   vethsRemoved: string[];
 }
 
-/** `serial` runs a step on an attachment's key (the scheduler's run), so GC never cuts into a call. */
+/**
+ * `guard.serial` runs a step on an attachment's key (the scheduler's run) and `guard.busy` names the
+ * keys with calls in flight, so GC never cuts into a call (an ADD holds its veth before it answers).
+ */
 export async function cmdGc(
   ctx: AgentContext,
   valid: Attachment[],
   log: Logger,
-  serial: <T>(key: string, fn: () => Promise<T>) => Promise<T>,
+  guard: ReconcileGuard,
 ): Promise<GcReport> {
   const keep = new Set(valid.map((a) => attachmentKey(a.containerId, a.ifname)));
   const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
@@ -27,13 +31,22 @@ export async function cmdGc(
   for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
   for (const [key, att] of owners) {
     if (keep.has(key)) continue;
-    await serial(key, () => cmdDel(ctx, att, log));
+    await guard.serial(key, () => cmdDel(ctx, att, log));
     report.released.push({ containerId: att.containerId, ifname: att.ifname });
   }
+  const busyVeths = new Set([...guard.busy()].map(hostVethOfKey));
   for (const link of ctx.nl.links()) {
-    if (link.kind !== 'veth' || !link.name.startsWith(HOST_VETH_PREFIX) || keepVeths.has(link.name)) continue;
-    await ctx.datapath.detachPort(link.name);
-    if (ctx.nl.deleteLinkByName(link.name)) report.vethsRemoved.push(link.name);
+    const name = link.name;
+    if (
+      link.kind !== 'veth' ||
+      !name.startsWith(HOST_VETH_PREFIX) ||
+      keepVeths.has(name) ||
+      busyVeths.has(name)
+    ) {
+      continue;
+    }
+    await ctx.datapath.detachPort(name);
+    if (await ctx.nl.deleteLinkByNameAsync(name)) report.vethsRemoved.push(name);
   }
   log.info('gc done', { released: report.released.length, vethsRemoved: report.vethsRemoved });
   return report;

@@ -118,7 +118,14 @@ export class CniDispatcher {
         const run = this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdDel(ctx, att, log, answered),
         );
-        void run.catch((err: unknown) => log.error('DEL failed after it answered', { err: String(err) }));
+        let answeredYet = false;
+        void answer.then(() => {
+          answeredYet = true;
+        });
+        // A failure before the answer reaches the runtime as the call's error; one after it only here.
+        void run.catch((err: unknown) => {
+          if (answeredYet) log.error('DEL failed after it answered', { err: String(err) });
+        });
         await Promise.race([answer, run]);
         return '';
       }
@@ -133,7 +140,10 @@ export class CniDispatcher {
         return '';
       }
       case 'GC': {
-        await cmdGc(ctx, conf.validAttachments ?? [], log, (key, fn) => this.#scheduler.run(key, fn));
+        await cmdGc(ctx, conf.validAttachments ?? [], log, {
+          serial: (key, fn) => this.#scheduler.run(key, fn),
+          busy: () => this.#scheduler.activeKeys(),
+        });
         return '';
       }
       case 'STATUS':

@@ -7,6 +7,7 @@
 import type { Attachment } from '../cni/types.js';
 import type { AgentContext } from './context.js';
 import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
+import { podMac } from './pod-mac.js';
 
 export interface ReconcileReport {
   kept: number;
@@ -38,7 +39,13 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
   );
   const explained = new Set<string>();
   const owners = new Map<string, Attachment>();
-  for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
+  /** The addresses each attachment holds, for re-attaching its port. */
+  const owned = new Map<string, string[]>();
+  for (const a of await ctx.ipam.list()) {
+    const key = attachmentKey(a.containerId, a.ifname);
+    owners.set(key, a);
+    owned.set(key, [...(owned.get(key) ?? []), a.ip]);
+  }
 
   for (const [key, att] of owners) {
     const name = hostVethName(att.containerId, att.ifname);
@@ -60,21 +67,39 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
     }
     explained.add(name);
     report.kept++;
-    // The bridge may have been recreated; re-attaching an attached port changes nothing.
-    await ctx.datapath.attachPort({
-      hostIfname: name,
-      hostIfindex: link.index,
-      containerId: att.containerId,
-      ifname: att.ifname,
-      podMac: '',
-      podIps: [],
-    });
+    // The bridge may have been recreated; re-attaching an attached port changes nothing. On the
+    // attachment's key (a DEL may have started since the listing). An empty MAC asks the datapath to
+    // use what it recorded (OVS keeps the pod's flows as they are: reinstalling them would drop
+    // packets); `podIps` are what the claims say.
+    const ips = owned.get(key) ?? [];
+    try {
+      await guard.serial(key, async () => {
+        const now = ctx.nl.linkByName(name);
+        if (!now || !ctx.ipam.lookup(att).length) return;
+        const port = {
+          hostIfname: name,
+          hostIfindex: now.index,
+          containerId: att.containerId,
+          ifname: att.ifname,
+        };
+        try {
+          await ctx.datapath.attachPort({ ...port, podMac: '', podIps: ips });
+        } catch (err) {
+          // Nothing recorded (e.g. OVSDB was reset): attach afresh from the claims, whose MAC follows
+          // the address (pod-mac.ts).
+          ctx.log.warn('re-attaching from the IPAM claims', { hostVeth: name, err: String(err) });
+          await ctx.datapath.attachPort({ ...port, podMac: podMac(ips), podIps: ips });
+        }
+      });
+    } catch (err) {
+      ctx.log.error('re-attaching a pod at reconcile failed', { hostVeth: name, err: String(err) });
+    }
   }
   const busyVeths = new Set([...busy].map(hostVethOfKey));
   for (const name of veths.keys()) {
     if (explained.has(name) || busyVeths.has(name)) continue;
     await ctx.datapath.detachPort(name);
-    if (ctx.nl.deleteLinkByName(name)) report.vethsRemoved.push(name);
+    if (await ctx.nl.deleteLinkByNameAsync(name)) report.vethsRemoved.push(name);
   }
   // Pod ports whose veth and allocation are both gone (an OVS port outlives its veth as an OVSDB row).
   // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours.

@@ -21,6 +21,15 @@ export class Scheduler {
     return this.#running + this.#waiting.length;
   }
 
+  /** Callers of `idle` waiting for the last call to settle. */
+  readonly #idleWaiters: Array<() => void> = [];
+
+  /** Resolves when no call is running or queued (e.g. a DEL's veth deletion after its answer). */
+  idle(): Promise<void> {
+    if (this.#tails.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
   /** Keys with a call running or queued. */
   activeKeys(): ReadonlySet<string> {
     return new Set(this.#tails.keys());
@@ -46,6 +55,7 @@ export class Scheduler {
     } finally {
       release();
       if (this.#tails.get(key) === tail) this.#tails.delete(key);
+      if (this.#tails.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
     }
   }
 

@@ -89,9 +89,10 @@ export class Announcer {
    */
   start(key: string, a: Announcement): void {
     const abort = new AbortController();
-    const done = this.#run(key, a, abort.signal).finally(() => {
+    const done: Promise<void> = this.#run(key, a, abort.signal).finally(() => {
       a.netns.close();
-      this.#tasks.delete(key);
+      // Only its own entry: a later start on the same key may have replaced it.
+      if (this.#tasks.get(key)?.done === done) this.#tasks.delete(key);
     });
     this.#tasks.set(key, { abort, done });
   }

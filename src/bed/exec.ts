@@ -1,5 +1,5 @@
 /** Running processes from tests: `ip`, `ping`, the relay. */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 
 export interface Run {
   code: number;
@@ -48,10 +48,4 @@ export async function must(cmd: string, args: string[]): Promise<string> {
 export async function ipJson<T = unknown>(ns: string, args: string[]): Promise<T> {
   const out = await must('ip', ['-n', ns, '-j', ...args]);
   return JSON.parse(out === '' ? '[]' : out) as T;
-}
-
-export function execFileText(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) =>
-    execFile(cmd, args, (err, stdout) => (err ? reject(err) : resolve(stdout.toString()))),
-  );
 }

@@ -112,13 +112,6 @@ export function prefixesOverlap(a: Prefix, b: Prefix): boolean {
   return prefixContains(a, b) || prefixContains(b, a);
 }
 
-/** Whether an address value lies inside the prefix. */
-export function prefixHas(prefix: Prefix, addr: Address): boolean {
-  return (
-    addr.family === prefix.family && (addr.value & ~hostMask(prefix.family, prefix.length)) === prefix.network
-  );
-}
-
 /** How many `/length` subnets `outer` holds; `length` must be >= outer.length. */
 export function subnetCount(outer: Prefix, length: number): bigint {
   return 1n << BigInt(length - outer.length);

@@ -1,6 +1,6 @@
 /**
- * Group commit of directory fsyncs. Every claim and release must be durable before it resolves,
- * which takes an fsync of its range directory; when twenty pods are created at once, one fsync can
+ * Group commit of directory fsyncs. Every claim must be durable before it resolves, which takes
+ * an fsync of its range directory; when twenty pods are created at once, one fsync can
  * make all twenty entries durable. A caller waits for a sync that STARTED after its change: the one
  * running when it asks may have begun before the change was made, so it waits for the next, which all
  * callers arriving meanwhile share.

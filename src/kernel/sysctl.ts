@@ -2,7 +2,7 @@
  * sysctl through /proc/sys. A /proc/sys/net file is bound to the network namespace of the thread that
  * opens it, so writing a pod's sysctl is `inNetns(pod, home, () => writeSysctl(...))`.
  */
-import { closeSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { PodwireError } from '../cni/errors.js';
 
 /** Writes a sysctl in one fixed namespace; lets components be run against a test namespace. */
@@ -22,18 +22,6 @@ export function writeSysctl(key: string, value: string): void {
   const fd = openSync(procPath(key), 'w');
   try {
     writeSync(fd, `${value}\n`);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Equivalent to: `sysctl -n key`. */
-export function readSysctl(key: string): string {
-  const fd = openSync(procPath(key), 'r');
-  try {
-    const buf = Buffer.alloc(256);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    return buf.subarray(0, n).toString().trim();
   } finally {
     closeSync(fd);
   }

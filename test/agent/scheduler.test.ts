@@ -69,3 +69,18 @@ test('the bound must be a positive integer', () => {
   assert.throws(() => new Scheduler(0), RangeError);
   assert.throws(() => new Scheduler(1.5), RangeError);
 });
+
+test('idle resolves once every queued and running call has settled', async () => {
+  const s = new Scheduler(2);
+  await s.idle();
+  let done = 0;
+  const calls = [1, 2, 3].map((i) =>
+    s.run(`k${i % 2}`, async () => {
+      await sleep(5);
+      done++;
+    }),
+  );
+  await s.idle();
+  assert.equal(done, 3);
+  await Promise.all(calls);
+});

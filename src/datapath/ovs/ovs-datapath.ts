@@ -157,16 +157,16 @@ export class OvsDatapath implements Datapath {
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
-  /**
-   * Removes the pod's flows, then its port: a port number OVS hands out again must never find
-   * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
-   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone.
-   */
   /** The port's flows and row go: nothing of the pod passes the bridge any more. */
   isolatePort(hostIfname: string): Promise<void> {
     return this.detachPort(hostIfname);
   }
 
+  /**
+   * Removes the pod's flows, then its port: a port number OVS hands out again must never find
+   * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
+   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone.
+   */
   async detachPort(hostIfname: string): Promise<void> {
     const vs = await this.#db();
     const row = await vs.port(hostIfname);

@@ -135,10 +135,3 @@ export function formatIp(bytes: Uint8Array): string {
 export function formatCidr(bytes: Uint8Array, prefixLength: number): string {
   return `${formatIp(bytes)}/${prefixLength}`;
 }
-
-/** The family's address length in bytes. */
-export function familyLength(family: number): number {
-  if (family === AF_INET) return 4;
-  if (family === AF_INET6) return 16;
-  throw new PodwireError('ERR_INTERNAL', `address family ${family} is neither AF_INET nor AF_INET6`);
-}

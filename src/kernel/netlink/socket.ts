@@ -42,6 +42,10 @@ export class NetlinkSocket implements Disposable {
   readonly #timeoutMs: number;
   readonly #dumpRetries: number;
   readonly #kernel = sockaddrNl();
+  /** `sendto` calls running on worker threads now (0 or 1: requestAsync queues them). */
+  #inWorker = 0;
+  /** A descriptor `close` left for the worker thread to finish with; -1 when none. */
+  #closeWhenIdle = -1;
   /** Settles when the last queued `requestAsync` has; never rejects. */
   #asyncTail: Promise<void> = Promise.resolve();
 
@@ -111,12 +115,24 @@ export class NetlinkSocket implements Disposable {
       this.#seq = (this.#seq + 1) >>> 0;
       const seq = this.#seq;
       const msg = encodeMessage({ type, flags: flags | N.NLM_F_REQUEST | N.NLM_F_ACK, seq, pid: 0 }, payload);
-      const sent = await libc.sendtoAsync(
-        fd,
-        Buffer.from(msg.buffer, msg.byteOffset, msg.length),
-        0,
-        this.#kernel,
-      );
+      this.#inWorker++;
+      let sent: number;
+      try {
+        sent = await libc.sendtoAsync(
+          fd,
+          Buffer.from(msg.buffer, msg.byteOffset, msg.length),
+          0,
+          this.#kernel,
+        );
+      } finally {
+        this.#inWorker--;
+        // close() during the call left the descriptor open for the worker thread: close it now.
+        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
+          const pending = this.#closeWhenIdle;
+          this.#closeWhenIdle = -1;
+          libc.close(pending);
+        }
+      }
       if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
       return this.#collect(type, seq);
     };
@@ -197,11 +213,18 @@ export class NetlinkSocket implements Disposable {
   }
 
   /** Closes the socket; calling it again does nothing. */
+  /**
+   * Closes the socket; calling it again does nothing. Every later call fails at once. When a worker
+   * thread is inside `sendto` on it (requestAsync), the descriptor itself is closed when that call
+   * returns: closed earlier, its number could be reused and the worker would send on someone else's
+   * socket (DESIGN.md, failure 1).
+   */
   close(): void {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    libc.close(fd);
+    if (this.#inWorker > 0) this.#closeWhenIdle = fd;
+    else libc.close(fd);
   }
 
   [Symbol.dispose](): void {
