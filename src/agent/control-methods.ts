@@ -50,6 +50,8 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     requestsInFlight: scheduler.inFlight,
     announcementFrames: ctx.announcer.framesSent,
     openDescriptors: openDescriptors(),
+    /** process.memoryUsage(), bytes: RSS, V8 heap, memory outside the heap (Buffers, native). */
+    memory: process.memoryUsage(),
     cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
   };
 }

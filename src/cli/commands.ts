@@ -17,6 +17,10 @@ const COMMON = `options:
   --help          this text
 `;
 
+function mib(bytes: number): string {
+  return (bytes / 1048576).toFixed(1);
+}
+
 function ask(method: string, render: (result: unknown) => string): Command['run'] {
   return async (args, out) => {
     const result = await callAgent(resolveControlSocket(args), method);
@@ -39,6 +43,7 @@ export const COMMANDS: Record<string, Command> = {
         requestsInFlight: number;
         announcementFrames: number;
         openDescriptors: number;
+        memory?: { rss: number; heapUsed: number; external: number };
         cluster?: {
           node: { name: string; underlayIP: string };
           store: string;
@@ -67,6 +72,11 @@ export const COMMANDS: Record<string, Command> = {
         `in flight:    ${s.requestsInFlight}`,
         `announced:    ${s.announcementFrames} frames`,
         `descriptors:  ${s.openDescriptors}`,
+        ...(s.memory
+          ? [
+              `memory:       rss ${mib(s.memory.rss)} MiB, heap used ${mib(s.memory.heapUsed)} MiB, outside the heap ${mib(s.memory.external)} MiB`,
+            ]
+          : []),
         ...cluster,
         '',
       ].join('\n');

@@ -29,6 +29,7 @@ describe('podwire CLI', () => {
     assert.match(r.stdout, /pod CIDRs: +10\.244\.13\.0\/24/);
     assert.match(r.stdout, /datapath: +linux-bridge \(ready\)/);
     assert.match(r.stdout, /pods: +1/);
+    assert.match(r.stdout, /memory: +rss \d+\.\d MiB, heap used \d+\.\d MiB/);
     const j = JSON.parse((await cli('status', '--json')).stdout) as { pods: number; openDescriptors: number };
     assert.equal(j.pods, 1);
     assert.ok(j.openDescriptors > 0);
