@@ -13,6 +13,7 @@ import {
   encodeWithSchema,
   u8,
   u32,
+  u32Struct,
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
@@ -64,27 +65,7 @@ export interface IfaCacheinfo {
   tstamp: number;
 }
 
-const cacheinfo: AttrCodec<IfaCacheinfo> = {
-  encode: (c) => {
-    const out = new Uint8Array(16);
-    const v = dataView(out);
-    [c.preferred, c.valid, c.cstamp, c.tstamp].forEach((n, i) => {
-      v.setUint32(4 * i, n, HOST_LITTLE_ENDIAN);
-    });
-    return out;
-  },
-  decode: (b, type) => {
-    if (b.length !== 16)
-      throw new NetlinkProtocolError(`attribute ${type} has ${b.length} bytes, expected 16`);
-    const v = dataView(b);
-    return {
-      preferred: v.getUint32(0, HOST_LITTLE_ENDIAN),
-      valid: v.getUint32(4, HOST_LITTLE_ENDIAN),
-      cstamp: v.getUint32(8, HOST_LITTLE_ENDIAN),
-      tstamp: v.getUint32(12, HOST_LITTLE_ENDIAN),
-    };
-  },
-};
+const cacheinfo: AttrCodec<IfaCacheinfo> = u32Struct(['preferred', 'valid', 'cstamp', 'tstamp'] as const);
 
 export interface AddrAttributes {
   address?: Uint8Array;

@@ -193,3 +193,32 @@ export function nestedSchema<T extends object>(schema: AttrSchema<T>): AttrCodec
     nested: true,
   };
 }
+
+/**
+ * A struct of u32 fields in host byte order, in the order given (e.g. struct ifa_cacheinfo,
+ * struct nda_cacheinfo); its length must be exactly 4 × the number of fields.
+ */
+export function u32Struct<K extends string>(fields: readonly K[]): AttrCodec<Record<K, number>> {
+  const size = 4 * fields.length;
+  return {
+    encode: (c) => {
+      const out = new Uint8Array(size);
+      const v = dataView(out);
+      fields.forEach((f, i) => {
+        v.setUint32(4 * i, c[f], HOST_LITTLE_ENDIAN);
+      });
+      return out;
+    },
+    decode: (b, type) => {
+      if (b.length !== size) {
+        throw new NetlinkProtocolError(`attribute ${type} has ${b.length} bytes, expected ${size}`);
+      }
+      const v = dataView(b);
+      const out = {} as Record<K, number>;
+      fields.forEach((f, i) => {
+        out[f] = v.getUint32(4 * i, HOST_LITTLE_ENDIAN);
+      });
+      return out;
+    },
+  };
+}

@@ -15,6 +15,7 @@ import {
   u8,
   u16,
   u32,
+  u32Struct,
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
@@ -74,27 +75,7 @@ export interface NdaCacheinfo {
   refcnt: number;
 }
 
-const cacheinfo: AttrCodec<NdaCacheinfo> = {
-  encode: (c) => {
-    const out = new Uint8Array(16);
-    const v = dataView(out);
-    [c.confirmed, c.used, c.updated, c.refcnt].forEach((n, i) => {
-      v.setUint32(4 * i, n, HOST_LITTLE_ENDIAN);
-    });
-    return out;
-  },
-  decode: (b, type) => {
-    if (b.length !== 16)
-      throw new NetlinkProtocolError(`attribute ${type} has ${b.length} bytes, expected 16`);
-    const v = dataView(b);
-    return {
-      confirmed: v.getUint32(0, HOST_LITTLE_ENDIAN),
-      used: v.getUint32(4, HOST_LITTLE_ENDIAN),
-      updated: v.getUint32(8, HOST_LITTLE_ENDIAN),
-      refcnt: v.getUint32(12, HOST_LITTLE_ENDIAN),
-    };
-  },
-};
+const cacheinfo: AttrCodec<NdaCacheinfo> = u32Struct(['confirmed', 'used', 'updated', 'refcnt'] as const);
 
 /** The NDA_* attributes podwire reads or writes; others are skipped when decoding. */
 export interface NeighAttributes {
