@@ -172,7 +172,12 @@ export class UplinkBridging {
     const started = performance.now();
     // The bridge interface answers with the uplink's MAC before the uplink joins: frames that arrive
     // through the bridge for the node's MAC are then the bridge interface's own from the first one.
-    await datapath.attachUplink({ ifname: up.name, index: up.index, mac: up.mac });
+    await datapath.attachUplink({
+      ifname: up.name,
+      index: up.index,
+      mac: up.mac,
+      ips: addresses.map((a) => a.address),
+    });
     for (const a of addresses) addIfMissing(nl, tgt.index, a);
     for (const a of addresses) nl.deleteAddress(up.index, a);
     for (const r of routes) addRoute(nl, tgt.index, r);

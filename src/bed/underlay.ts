@@ -3,12 +3,27 @@
  * is the node's uplink (`eth0`, with an address on the underlay subnet). Everything lives in namespaces
  * the bed made; `cleanup` removes them, pass or fail (I7).
  */
+import { EthtoolSocket } from '../kernel/ethtool.js';
+import { inNetns, NetnsHandle } from '../kernel/netns.js';
 import { must } from './exec.js';
-import { NamespaceSet } from './namespaces.js';
+import { NamespaceSet, NETNS_DIR } from './namespaces.js';
 
 /** Test-only underlay subnet; traffic to it never leaves the bed's namespaces. */
 export const UNDERLAY_PREFIX = '172.30.0';
 export const UNDERLAY_BRIDGE = 'ul0';
+
+/**
+ * Equivalent to: `ip netns exec NS ethtool -K IFNAME tx off`. A NIC puts frames on the wire with
+ * their checksums complete; a veth hands its peer the sender's unfinished one, which a switch reading
+ * the frame through a packet socket (OVS's userspace datapath on an uplink) forwards as it is and the
+ * receiver then drops. The underlay's veths compute checksums, as NICs would.
+ */
+export function txChecksumOff(ns: string, ifname: string): void {
+  using home = NetnsHandle.current();
+  using target = NetnsHandle.open(`${NETNS_DIR}/${ns}`);
+  using sock = inNetns(target, home, () => EthtoolSocket.open());
+  sock.setTxChecksumming(ifname, false);
+}
 
 export interface UnderlayNode {
   ns: string;
@@ -27,6 +42,7 @@ export class Underlay {
     await must('ip', ['-n', this.ns, 'link', 'add', UNDERLAY_BRIDGE, 'type', 'bridge']);
     await must('ip', ['-n', this.ns, 'addr', 'add', `${UNDERLAY_PREFIX}.254/24`, 'dev', UNDERLAY_BRIDGE]);
     await must('ip', ['-n', this.ns, 'link', 'set', UNDERLAY_BRIDGE, 'up']);
+    txChecksumOff(this.ns, UNDERLAY_BRIDGE);
     return this;
   }
 
@@ -59,6 +75,8 @@ export class Underlay {
     await must('ip', ['-n', ns, 'addr', 'add', `${ip}/24`, 'dev', 'eth0']);
     await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
     await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    txChecksumOff(this.ns, outer);
+    txChecksumOff(ns, 'eth0');
     return { ns, uplink: 'eth0', ip };
   }
 

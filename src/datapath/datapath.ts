@@ -34,6 +34,8 @@ export interface UplinkPort {
   index: number;
   /** The uplink's MAC: the node's MAC on the underlay, which the gateway interface takes over. */
   mac: string;
+  /** The node's addresses on the uplink, which the gateway interface takes over (without prefix length). */
+  ips: string[];
 }
 
 export interface DatapathStatus {

@@ -10,6 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
@@ -18,8 +19,24 @@ import { configureGateway } from '../gateway.js';
 import { diffFlows, parseFlow } from './flow-text.js';
 import { Ofctl } from './ofctl.js';
 import { OvsdbClient } from './ovsdb-client.js';
-import { cookieText, PIPELINE_COOKIE, pipelineFlows, podCookie, podFlows, TABLE_NAMES } from './pipeline.js';
-import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_GATEWAY, ROLE_POD } from './port-record.js';
+import {
+  cookieText,
+  type GatewayFlowsInput,
+  PIPELINE_COOKIE,
+  pipelineFlows,
+  podCookie,
+  podFlows,
+  TABLE_NAMES,
+} from './pipeline.js';
+import {
+  EXT_ROLE,
+  parsePodExternalIds,
+  podExternalIds,
+  ROLE_GATEWAY,
+  ROLE_POD,
+  ROLE_UPLINK,
+} from './port-record.js';
+import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import { type PortRow, VswitchDb } from './vswitch-db.js';
 
 export interface OvsDatapathOptions {
@@ -76,6 +93,8 @@ export class OvsDatapath implements Datapath {
   #connecting: Promise<VswitchDb> | undefined;
   /** Set once start() has set up the bridge, the gateway and the pipeline; cleared by stop(). */
   #started = false;
+  /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
+  #gateway: GatewayFlowsInput | undefined;
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
@@ -109,8 +128,8 @@ export class OvsDatapath implements Datapath {
     await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
     const gw = await this.#ensureGateway(vs);
     this.#configureGatewayLink(gw.mac);
-    const ipv4 = o.gateways.find((g) => g.family === 4)?.address;
-    const flows = pipelineFlows({ ofport: gw.ofport, mac: gw.mac, ...(ipv4 ? { ipv4 } : {}) });
+    this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
+    const flows = pipelineFlows(this.#gateway);
     for (const row of await vs.ports()) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
@@ -198,11 +217,41 @@ export class OvsDatapath implements Datapath {
     }
   }
 
-  async attachUplink(_uplink: UplinkPort): Promise<void> {
-    throw new PodwireError('ERR_DATAPATH', 'bridging: not supported on the OVS datapath yet');
+  /**
+   * Equivalent to: `ovs-vsctl set Interface GATEWAY mac=UPLINKMAC -- add-port BRIDGE UPLINK`, then the
+   * pipeline again in one bundle, now with the node's addresses as the gateway's own (with the uplink's
+   * MAC) and the uplink's flows (pipeline.ts). Only pipeline flows change: pods never see a gap. On
+   * the userspace datapath the kernel's own stack stops receiving on the uplink (uplink-ingress.ts).
+   */
+  async attachUplink(uplink: UplinkPort): Promise<void> {
+    const gw = this.#requireGateway();
+    const vs = await this.#db();
+    const mac = uplink.mac.toLowerCase();
+    await this.#setGatewayMac(vs, mac);
+    await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
+    const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
+    if (this.#o.datapathType === 'netdev') await dropKernelIngress(uplink.ifname);
+    this.#gateway = {
+      ofport: gw.ofport,
+      mac,
+      ipv4s: [...this.#podGatewaysV4(), ...uplink.ips.filter((ip) => !ip.includes(':'))],
+      uplinkOfport: row.ofport as number,
+    };
+    await this.#installPipeline();
   }
 
-  async detachUplink(_uplink: { ifname: string; index: number; targetMac: string }): Promise<void> {}
+  /** Equivalent to: `ovs-vsctl --if-exists del-port UPLINK -- set Interface GATEWAY mac=TARGETMAC`. */
+  async detachUplink(uplink: { ifname: string; index: number; targetMac: string }): Promise<void> {
+    const gw = this.#requireGateway();
+    const vs = await this.#db();
+    const row = await vs.port(uplink.ifname);
+    if (row?.externalIds[EXT_ROLE] === ROLE_UPLINK) await vs.removePort(uplink.ifname, row);
+    if (this.#o.datapathType === 'netdev') await restoreKernelIngress();
+    const mac = uplink.targetMac.toLowerCase();
+    await this.#setGatewayMac(vs, mac);
+    this.#gateway = { ofport: gw.ofport, mac, ipv4s: this.#podGatewaysV4() };
+    await this.#installPipeline();
+  }
 
   async ports(): Promise<string[]> {
     const vs = await this.#db();
@@ -230,6 +279,33 @@ export class OvsDatapath implements Datapath {
     const client = this.#client;
     this.#client = undefined;
     await client?.close();
+  }
+
+  #requireGateway(): GatewayFlowsInput {
+    if (!this.#started || !this.#gateway) throw new PodwireError('ERR_DATAPATH', 'OVS datapath not started');
+    return this.#gateway;
+  }
+
+  #podGatewaysV4(): string[] {
+    return this.#o.gateways.filter((g) => g.family === 4).map((g) => g.address);
+  }
+
+  /** Replaces the pipeline's own flows (not the pods') in one bundle. */
+  async #installPipeline(): Promise<void> {
+    const gw = this.#requireGateway();
+    await this.ofctl.bundle([`delete cookie=${cookieText(PIPELINE_COOKIE)}/-1`, ...pipelineFlows(gw)]);
+  }
+
+  /** Gives the gateway port `mac` in OVSDB and waits until its kernel interface has it. */
+  async #setGatewayMac(vs: VswitchDb, mac: string): Promise<void> {
+    const { nl, gateway } = this.#o;
+    await vs.updateInterface(gateway, { mac });
+    const deadline = performance.now() + this.#portTimeoutMs;
+    for (let delay = 1; nl.linkByName(gateway)?.mac?.toLowerCase() !== mac; delay = Math.min(delay * 2, 20)) {
+      if (performance.now() > deadline)
+        throw new PodwireError('ERR_DATAPATH', `ovs-vswitchd did not give ${gateway} the MAC ${mac}`);
+      await sleep(delay);
+    }
   }
 
   /** The OVSDB connection, (re)connected when there is none or the last one failed. */

@@ -3,14 +3,15 @@
  * (DESIGN.md, I5). Every table ends in an explicit priority-0 flow, so what a table drops is counted
  * in that flow's n_packets.
  *
- *   0  CLASSIFIER       ARP -> 10; gateway port (its own MAC) -> 50; RA, redirect: drop; NS/NA -> 30;
- *                       IP/IPv6 -> 40; else drop
+ *   0  CLASSIFIER       uplink (bridging mode) -> 50; ARP -> 10; gateway port (its own MAC) -> 50;
+ *                       RA, redirect: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
  *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod and of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from a pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
  *                       MAC or none) -> 40; else drop
  *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 50; else drop
- *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop
+ *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop,
+ *                       or in bridging mode: out of the uplink (the underlay's hosts)
  *
  * Flows are written in the form ovs-ofctl prints them, so that `flow-text.ts` compares what is
  * installed with what should be, token for token.
@@ -58,8 +59,13 @@ export function cookieText(cookie: bigint): string {
 export interface GatewayFlowsInput {
   ofport: number;
   mac: string;
-  /** The gateway's IPv4 address, when the node has an IPv4 pod CIDR. */
-  ipv4?: string;
+  /**
+   * The gateway's own IPv4 addresses: the first address of the IPv4 pod CIDR and, in bridging mode,
+   * the node's underlay addresses, which the gateway interface then holds with the uplink's MAC.
+   */
+  ipv4s: string[];
+  /** Bridging mode: the OpenFlow port of the node's uplink. */
+  uplinkOfport?: number;
 }
 
 export interface PodFlowsInput {
@@ -101,9 +107,13 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.L2_FORWARDING, 100, 'dl_dst=01:00:00:00:00:00/01:00:00:00:00:00', 'FLOOD'),
     flow(c, T.L2_FORWARDING, 0, '', 'drop'),
   ];
-  if (gw.ipv4) {
-    const ip = gw.ipv4;
-    // The gateway port may send ARP only as itself: the node's other addresses never leave (failure 2).
+  if (gw.ipv4s.length > 0) {
+    // A request from the gateway itself is not answered here (the node knows its own addresses).
+    out.push(flow(c, T.ARP_RESPONDER, 210, `arp,in_port=${gw.ofport}`, goto(T.L2_FORWARDING)));
+  }
+  for (const ip of gw.ipv4s) {
+    // The gateway port may send ARP only as itself, its own addresses with its own MAC: no other
+    // address of the node ever leaves with the gateway's MAC (failure 2).
     out.push(
       flow(
         c,
@@ -112,13 +122,16 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
         `arp,in_port=${gw.ofport},dl_src=${mac},arp_spa=${ip},arp_sha=${mac}`,
         goto(T.ARP_RESPONDER),
       ),
-      // A request from the gateway itself is not answered here (the node knows its own address).
-      flow(c, T.ARP_RESPONDER, 210, `arp,in_port=${gw.ofport}`, goto(T.L2_FORWARDING)),
+    );
+  }
+  const podGateway = gw.ipv4s[0];
+  if (podGateway) {
+    out.push(
       flow(
         c,
         T.ARP_RESPONDER,
         200,
-        `arp,arp_tpa=${ip},arp_op=1`,
+        `arp,arp_tpa=${podGateway},arp_op=1`,
         [
           'move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]',
           `set_field:${mac}->eth_src`,
@@ -126,13 +139,28 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
           'move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]',
           `set_field:${mac}->arp_sha`,
           'move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]',
-          `set_field:${ip}->arp_spa`,
+          `set_field:${podGateway}->arp_spa`,
           'IN_PORT',
         ].join(','),
       ),
     );
   }
+  if (gw.uplinkOfport !== undefined) out.push(...uplinkFlows(gw.uplinkOfport));
   return out;
+}
+
+/**
+ * Bridging mode: frames from the underlay are other hosts' business and go straight to forwarding
+ * (which delivers only to a pod's or the gateway's MAC, or floods multicast); frames for any MAC
+ * that is not on the bridge leave through the uplink. OVS never outputs a frame to its own ingress
+ * port, so the underlay's unknown unicast ends here.
+ */
+function uplinkFlows(ofport: number): string[] {
+  const c = PIPELINE_COOKIE;
+  return [
+    flow(c, TABLE.CLASSIFIER, 260, `in_port=${ofport}`, goto(TABLE.L2_FORWARDING)),
+    flow(c, TABLE.L2_FORWARDING, 50, '', `output:${ofport}`),
+  ];
 }
 
 /**

@@ -16,6 +16,8 @@ export const EXT_IPS = 'podwire-ips';
 
 export const ROLE_POD = 'pod';
 export const ROLE_GATEWAY = 'gateway';
+/** The node's uplink, a port of the bridge in bridging mode. */
+export const ROLE_UPLINK = 'uplink';
 
 /** The identity and addresses of one pod attachment, as recorded on its port. */
 export interface PodRecord {

@@ -67,7 +67,7 @@ describe('pod flows', () => {
 });
 
 test('pipeline flows: every table ends in a counted default; the gateway may ARP only as itself', () => {
-  const flows = pipelineFlows({ ofport: 1, mac: '02:AA:BB:CC:DD:EE', ipv4: '10.244.1.1' }).map(parseFlow);
+  const flows = pipelineFlows({ ofport: 1, mac: '02:AA:BB:CC:DD:EE', ipv4s: ['10.244.1.1'] }).map(parseFlow);
   for (const t of Object.values(TABLE)) {
     assert.ok(
       flows.some((f) => f.table === t && f.priority === 0 && f.match.length === 0),
@@ -86,11 +86,38 @@ test('pipeline flows: every table ends in a counted default; the gateway may ARP
     assert.equal(ra?.actions, 'drop', `ICMPv6 type ${type} from a pod is dropped`);
     assert.ok((gwPass?.priority ?? 0) > (ra?.priority ?? 0), 'but not from the gateway');
   }
-  const v6only = pipelineFlows({ ofport: 1, mac: '02:aa:bb:cc:dd:ee' }).map(parseFlow);
+  const v6only = pipelineFlows({ ofport: 1, mac: '02:aa:bb:cc:dd:ee', ipv4s: [] }).map(parseFlow);
   assert.ok(
     !v6only.some((f) => f.table === TABLE.ARP_SPOOF_GUARD && f.priority > 0),
     'no gateway ARP without IPv4',
   );
+});
+
+test('bridging mode: the node IP is a pair of the gateway; the underlay is forwarded, not guarded', () => {
+  const mac = '52:54:00:12:34:56';
+  const flows = pipelineFlows({ ofport: 1, mac, ipv4s: ['10.244.1.1', '172.30.0.10'], uplinkOfport: 2 }).map(
+    parseFlow,
+  );
+  const guard = flows.filter((f) => f.table === TABLE.ARP_SPOOF_GUARD && f.priority > 0);
+  assert.deepEqual(guard.map((f) => f.match.find((m) => m.startsWith('arp_spa='))).sort(), [
+    'arp_spa=10.244.1.1',
+    'arp_spa=172.30.0.10',
+  ]);
+  // Only the gateway's MAC (the uplink's, in bridging mode) may carry them.
+  assert.ok(guard.every((f) => f.match.includes(`arp_sha=${mac}`) && f.match.includes('in_port=1')));
+  const responder = flows.filter((f) => f.table === TABLE.ARP_RESPONDER && f.priority === 200);
+  assert.deepEqual(
+    responder.map((f) => f.match.find((m) => m.startsWith('arp_tpa='))),
+    ['arp_tpa=10.244.1.1'],
+    'the responder answers pods for the pod gateway only',
+  );
+  const fromUplink = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=2'));
+  assert.equal(fromUplink?.actions, `goto_table:${TABLE.L2_FORWARDING}`);
+  assert.ok((fromUplink?.priority ?? 0) > 250, 'before the ARP guard: the underlay is not ours to guard');
+  const out = flows.find((f) => f.table === TABLE.L2_FORWARDING && f.actions === 'output:2');
+  assert.ok(out && out.priority > 0 && out.priority < 100, 'unknown unicast leaves through the uplink');
+  const plain = pipelineFlows({ ofport: 1, mac, ipv4s: ['10.244.1.1'] });
+  assert.ok(!plain.join('\n').includes('output:2'), 'no uplink flow without bridging');
 });
 
 test('pod cookies are tagged, stable per host interface, and distinct', () => {
