@@ -81,6 +81,7 @@ export async function cmdAdd(
       podMac: pod.mac,
       podIps: allocations.map((a) => a.ip),
       pod: att.pod,
+      vlan: allocations.find((a) => a.vlan)?.vlan,
     });
     t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);

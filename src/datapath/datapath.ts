@@ -26,6 +26,11 @@ export interface PodPort {
   podIps: string[];
   /** The Kubernetes pod as "namespace/name" (CNI_ARGS K8S_POD_NAMESPACE, K8S_POD_NAME), when sent. */
   pod?: string | undefined;
+  /**
+   * The VLAN of the pod's pool (1-4094): the pod is an untagged member of it, and its frames leave the
+   * uplink tagged (bridging mode). Absent or 0: untagged, the node's own L2.
+   */
+  vlan?: number | undefined;
 }
 
 /** The node's uplink as bridging mode hands it to the datapath. */

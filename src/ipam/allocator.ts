@@ -22,6 +22,8 @@ export interface Allocation {
   family: IpFamily;
   /** The range's canonical CIDR text. */
   rangeId: string;
+  /** The VLAN of the pool the address came from (1-4094), set only when it has one, and only by ADD. */
+  vlan?: number;
 }
 
 /** An allocation with its owner's record (containerId, ifname, createdAt). */

@@ -134,7 +134,8 @@ export class PoolAllocator {
         rec,
       };
       this.#held.set(attachmentKey(att), held);
-      return toAllocation(held);
+      const vlan = pool.pool.vlan;
+      return vlan ? { ...toAllocation(held), vlan } : toAllocation(held);
     });
   }
 

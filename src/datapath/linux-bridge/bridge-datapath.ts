@@ -3,8 +3,10 @@
  * addresses. Needs nothing but the kernel.
  */
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
+import { KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
@@ -38,6 +40,10 @@ export class BridgeDatapath implements Datapath {
   readonly #o: BridgeDatapathOptions;
   /** Index of the bridge; 0 until start() succeeded. */
   #bridgeIndex = 0;
+  /** Bridging mode: the uplink's index, a trunk of every pod VLAN; 0 when not attached. */
+  #uplinkIndex = 0;
+  /** Whether the bridge filters VLANs; undefined until a pod of a VLAN needed it. */
+  #vlanFiltering: boolean | undefined;
 
   constructor(options: BridgeDatapathOptions) {
     this.#o = options;
@@ -67,7 +73,16 @@ export class BridgeDatapath implements Datapath {
    */
   async attachPort(port: PodPort): Promise<void> {
     const nl = this.#o.nl;
+    const vlan = port.vlan ?? 0;
+    if (vlan) this.#requireVlanFiltering(vlan);
     nl.setMaster(port.hostIfindex, this.#requireBridge());
+    if (vlan) {
+      // An access port of the pool's VLAN (`bridge vlan add dev HOSTVETH vid V pvid untagged; bridge
+      // vlan del dev HOSTVETH vid 1`), and the uplink a trunk that carries it tagged.
+      nl.addBridgeVlan(port.hostIfindex, vlan, { pvid: true, untagged: true });
+      nl.deleteBridgeVlan(port.hostIfindex, 1);
+      if (this.#uplinkIndex !== 0) nl.addBridgeVlan(this.#uplinkIndex, vlan);
+    }
     nl.setLinkUp(port.hostIfindex);
     const deadline = performance.now() + FORWARDING_TIMEOUT_MS;
     for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
@@ -90,6 +105,7 @@ export class BridgeDatapath implements Datapath {
   async attachUplink(uplink: UplinkPort): Promise<void> {
     const bridge = this.#requireBridge();
     this.#o.nl.setMac(bridge, uplink.mac);
+    this.#uplinkIndex = uplink.index;
     await this.attachPort({
       hostIfname: uplink.ifname,
       hostIfindex: uplink.index,
@@ -107,6 +123,7 @@ export class BridgeDatapath implements Datapath {
       this.#o.nl.setMaster(uplink.index, 0);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
     if (bridge) this.#o.nl.setMac(bridge.index, uplink.targetMac);
+    this.#uplinkIndex = 0;
   }
 
   /** Equivalent to: `bridge link set dev HOSTVETH state 0` (disabled); nothing to do when the link is gone. */
@@ -154,6 +171,28 @@ export class BridgeDatapath implements Datapath {
 
   async stop(): Promise<void> {
     this.#bridgeIndex = 0;
+  }
+
+  /**
+   * Turns VLAN filtering on (`ip link set BRIDGE type bridge vlan_filtering 1`) the first time a pod of
+   * a VLAN comes; every port so far stays an untagged member of VLAN 1, so nothing else changes. A
+   * kernel built without CONFIG_BRIDGE_VLAN_FILTERING refuses, and so does the ADD, clearly.
+   */
+  #requireVlanFiltering(vlan: number): void {
+    if (this.#vlanFiltering === undefined) {
+      try {
+        this.#o.nl.setBridgeVlanFiltering(this.#requireBridge(), true);
+        this.#vlanFiltering = true;
+      } catch (err) {
+        if (!(err instanceof KernelError && err.errno === constants.errno.EOPNOTSUPP)) throw err;
+        this.#vlanFiltering = false;
+      }
+    }
+    if (!this.#vlanFiltering)
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `pod VLAN ${vlan}: the kernel's bridge ${this.#o.bridge} cannot filter VLANs (built without CONFIG_BRIDGE_VLAN_FILTERING); pools with a VLAN need such a kernel or the OVS datapath`,
+      );
   }
 
   #requireBridge(): number {

@@ -53,6 +53,16 @@ export class Ofctl {
     await this.#run(['--bundle', 'replace-flows', this.target, '-'], `${lines.join('\n')}\n`);
   }
 
+  /**
+   * Equivalent to: `ovs-ofctl -O OpenFlow10 mod-port SWITCH PORT no-flood`: FLOOD no longer outputs to
+   * the port. OpenFlow 1.1 dropped the bit from the protocol; OVS keeps honouring it, but only an
+   * OpenFlow 1.0 port-mod can set it (the bridge must allow OpenFlow10). Like flows, it does not
+   * outlive ovs-vswitchd.
+   */
+  async setNoFlood(port: string): Promise<void> {
+    await this.#run(['mod-port', this.target, port, 'no-flood'], undefined, 'OpenFlow10');
+  }
+
   /** Equivalent to: `ovs-ofctl del-flows SWITCH MATCH`. */
   async delFlows(match: string): Promise<void> {
     await this.#run(['del-flows', this.target, match]);
@@ -65,12 +75,11 @@ export class Ofctl {
     return parseDump(await this.#run(args));
   }
 
-  #run(args: string[], input?: string): Promise<string> {
-    return this.#slots.run(() => this.#spawn(args, input));
+  #run(args: string[], input?: string, protocol = this.#protocol): Promise<string> {
+    return this.#slots.run(() => this.#spawn(['-O', protocol, ...args], input));
   }
 
-  #spawn(args: string[], input?: string): Promise<string> {
-    const argv = ['-O', this.#protocol, ...args];
+  #spawn(argv: string[], input?: string): Promise<string> {
     const what = `${this.#binary} ${argv.join(' ')}`;
     return new Promise((resolve, reject) => {
       const child = spawn(this.#binary, argv, {

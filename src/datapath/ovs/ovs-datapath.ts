@@ -27,6 +27,8 @@ import {
   podCookie,
   podFlows,
   TABLE_NAMES,
+  vlanCookie,
+  vlanFloodFlow,
 } from './pipeline.js';
 import {
   EXT_ROLE,
@@ -58,8 +60,8 @@ export interface OvsDatapathOptions {
   portTimeoutMs?: number;
 }
 
-/** The OpenFlow versions the bridge speaks: 1.3 for tools, 1.4+ for bundles. */
-const PROTOCOLS = ['OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
+/** The OpenFlow versions the bridge speaks: 1.0 for no-flood ports, 1.3 for tools, 1.4+ for bundles. */
+const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 
 /** Where ovs-vswitchd puts `BRIDGE.mgmt`: its run directory, which also holds `db.sock` by default. */
 export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
@@ -72,6 +74,24 @@ function randomLocalMac(): string {
   const b = randomBytes(6);
   b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
   return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+
+/** The multicast flow of each VLAN that has pod ports in `rows` (only of `only`, when given). */
+function vlanFloodFlows(rows: PortRow[], uplinkOfport: number | undefined, only?: number): string[] {
+  const members = new Map<number, number[]>();
+  for (const row of rows) {
+    const vlan = parsePodExternalIds(row.externalIds)?.vlan;
+    if (!vlan || (only !== undefined && vlan !== only) || row.ofport === undefined || row.ofport < 1)
+      continue;
+    members.set(vlan, [...(members.get(vlan) ?? []), row.ofport]);
+  }
+  return [...members].map(([vlan, ports]) =>
+    vlanFloodFlow(
+      vlan,
+      ports.sort((a, b) => a - b),
+      uplinkOfport,
+    ),
+  );
 }
 
 function checkFailed(message: string): PodwireError {
@@ -95,6 +115,8 @@ export class OvsDatapath implements Datapath {
   #started = false;
   /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
   #gateway: GatewayFlowsInput | undefined;
+  /** Per VLAN, the tail of its queue of multicast-flow updates: one at a time, each from OVSDB as it is then. */
+  readonly #vlanQueues = new Map<number, Promise<void>>();
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
@@ -130,15 +152,27 @@ export class OvsDatapath implements Datapath {
     this.#configureGatewayLink(gw.mac);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
     const flows = pipelineFlows(this.#gateway);
-    for (const row of await vs.ports()) {
+    const rows = await vs.ports();
+    const vlanPorts: string[] = [];
+    for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
       if (!rec || row.ofport === undefined || row.ofport < 1) continue;
       flows.push(
-        ...podFlows({ ofport: row.ofport, mac: rec.mac, ips: rec.ips, cookie: podCookie(row.name) }),
+        ...podFlows({
+          ofport: row.ofport,
+          mac: rec.mac,
+          ips: rec.ips,
+          cookie: podCookie(row.name),
+          ...(rec.vlan ? { vlan: rec.vlan } : {}),
+        }),
       );
+      if (rec.vlan) vlanPorts.push(row.name);
     }
+    flows.push(...vlanFloodFlows(rows, undefined));
     await this.ofctl.replaceFlows(flows);
+    // Like flows, no-flood does not outlive ovs-vswitchd: set it again.
+    for (const name of vlanPorts) await this.ofctl.setNoFlood(name);
     this.#started = true;
   }
 
@@ -159,20 +193,27 @@ export class OvsDatapath implements Datapath {
         `cannot re-attach ${port.hostIfname}: no port of ${this.#o.bridge} records its MAC and addresses`,
       );
     }
+    const vlan = port.vlan ?? 0;
     const record = {
       containerId: port.containerId,
       ifname: port.ifname,
       mac: port.podMac,
       ips: port.podIps,
       ...(port.pod ? { pod: port.pod } : {}),
+      ...(vlan ? { vlan } : {}),
     };
     await vs.addPort(port.hostIfname, { externalIds: podExternalIds(record) });
     const row = await vs.waitOfport(port.hostIfname, this.#portTimeoutMs);
     const cookie = podCookie(port.hostIfname);
     await this.ofctl.bundle([
       `delete cookie=${cookieText(cookie)}/-1`,
-      ...podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie }),
+      ...podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie, vlan }),
     ]);
+    if (vlan) {
+      // The node's untagged floods must not reach a pod of a VLAN; its VLAN's multicast flow does.
+      await this.ofctl.setNoFlood(port.hostIfname);
+      await this.#syncVlanFlood(vlan);
+    }
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
@@ -192,6 +233,8 @@ export class OvsDatapath implements Datapath {
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
     await this.ofctl.delFlows(`cookie=${cookieText(podCookie(hostIfname))}/-1`);
     await vs.removePort(hostIfname, row);
+    const vlan = parsePodExternalIds(row.externalIds)?.vlan;
+    if (vlan) await this.#syncVlanFlood(vlan);
   }
 
   async checkPort(hostIfname: string): Promise<void> {
@@ -207,7 +250,13 @@ export class OvsDatapath implements Datapath {
     }
     if (!link.up) throw checkFailed(`host veth ${hostIfname} is down`);
     const cookie = podCookie(hostIfname);
-    const want = podFlows({ ofport: row.ofport, mac: rec.mac, ips: rec.ips, cookie }).map(parseFlow);
+    const want = podFlows({
+      ofport: row.ofport,
+      mac: rec.mac,
+      ips: rec.ips,
+      cookie,
+      vlan: rec.vlan ?? 0,
+    }).map(parseFlow);
     const have = await this.ofctl.dumpFlows(`cookie=${cookieText(cookie)}/-1`);
     const { missing, unexpected } = diffFlows(want, have);
     if (missing.length > 0 || unexpected.length > 0) {
@@ -290,10 +339,40 @@ export class OvsDatapath implements Datapath {
     return this.#o.gateways.filter((g) => g.family === 4).map((g) => g.address);
   }
 
-  /** Replaces the pipeline's own flows (not the pods') in one bundle. */
+  /**
+   * Replaces the pipeline's own flows (not the pods') in one bundle, with the VLANs' multicast flows,
+   * which name the uplink when there is one.
+   */
   async #installPipeline(): Promise<void> {
     const gw = this.#requireGateway();
-    await this.ofctl.bundle([`delete cookie=${cookieText(PIPELINE_COOKIE)}/-1`, ...pipelineFlows(gw)]);
+    const vs = await this.#db();
+    const floods = vlanFloodFlows(await vs.ports(), gw.uplinkOfport);
+    await this.ofctl.bundle([
+      `delete cookie=${cookieText(PIPELINE_COOKIE)}/-1`,
+      ...pipelineFlows(gw),
+      ...floods,
+    ]);
+  }
+
+  /**
+   * Rewrites the multicast flow of `vlan` from the pod ports OVSDB holds now, or removes it when the
+   * VLAN has no pod left. Updates of one VLAN run one at a time, each after its caller's port change,
+   * so the last one always sees every port.
+   */
+  #syncVlanFlood(vlan: number): Promise<void> {
+    const run = async () => {
+      const vs = await this.#db();
+      const [flow] = vlanFloodFlows(await vs.ports(), this.#gateway?.uplinkOfport, vlan);
+      if (flow) await this.ofctl.bundle([flow]);
+      else await this.ofctl.delFlows(`cookie=${cookieText(vlanCookie(vlan))}/-1`);
+    };
+    const next = (this.#vlanQueues.get(vlan) ?? Promise.resolve()).then(run, run);
+    const tail = next.catch(() => undefined);
+    this.#vlanQueues.set(vlan, tail);
+    void tail.then(() => {
+      if (this.#vlanQueues.get(vlan) === tail) this.#vlanQueues.delete(vlan);
+    });
+    return next;
   }
 
   /** Gives the gateway port `mac` in OVSDB and waits until its kernel interface has it. */

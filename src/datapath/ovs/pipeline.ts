@@ -13,6 +13,13 @@
  *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop,
  *                       or in bridging mode: out of the uplink (the underlay's hosts)
  *
+ * VLANs (pools with a VLAN, bridging mode): reg1 carries the VLAN of the frame's source, 0 for
+ * untagged. A pod's guard flows set it from the pod's pool; a tagged frame from the uplink has its
+ * tag moved into reg1 and popped. Forwarding matches reg1, so a pod only ever receives frames of its
+ * own VLAN; frames of a VLAN leave the uplink tagged again. Untagged multicast floods (VLAN pods'
+ * ports are marked no-flood); a VLAN's multicast goes to its local pods and the uplink by one flow
+ * per VLAN (`vlanFloodFlow`).
+ *
  * Flows are written in the form ovs-ofctl prints them, so that `flow-text.ts` compares what is
  * installed with what should be, token for token.
  */
@@ -37,6 +44,24 @@ export const TABLE_NAMES: ReadonlyMap<number, string> = new Map(
 /** Cookie of the flows that do not belong to one pod; the high byte tells pipeline from pod flows. */
 export const PIPELINE_COOKIE = 0x01n << 56n;
 const POD_COOKIE_TAG = 0x02n << 56n;
+const VLAN_COOKIE_TAG = 0x03n << 56n;
+
+/** The cookie of a VLAN's multicast flow. */
+export function vlanCookie(vlan: number): bigint {
+  return VLAN_COOKIE_TAG | BigInt(vlan);
+}
+
+/** reg1 = the source's VLAN, in the form ovs-ofctl prints it (0 is untagged). */
+function vlanMatch(vlan: number): string {
+  return vlan === 0 ? 'reg1=0' : `reg1=0x${vlan.toString(16)}`;
+}
+
+/** The guard action that records a pod's VLAN in reg1 before passing it on; nothing for untagged. */
+function setVlan(vlan: number): string {
+  return vlan === 0 ? '' : `set_field:0x${vlan.toString(16)}->reg1,`;
+}
+
+const MULTICAST = 'dl_dst=01:00:00:00:00:00/01:00:00:00:00:00';
 const LOW_56_BITS = (1n << 56n) - 1n;
 
 /**
@@ -74,6 +99,8 @@ export interface PodFlowsInput {
   /** The pod's addresses, without prefix length. */
   ips: string[];
   cookie: bigint;
+  /** The VLAN of the pod's pool; 0 or absent: untagged. */
+  vlan?: number;
 }
 
 function flow(cookie: bigint, table: number, priority: number, match: string, actions: string): string {
@@ -103,8 +130,8 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.ARP_RESPONDER, 0, '', goto(T.L2_FORWARDING)),
     flow(c, T.ND_GUARD, 0, '', 'drop'),
     flow(c, T.IP_SPOOF_GUARD, 0, '', 'drop'),
-    flow(c, T.L2_FORWARDING, 200, `dl_dst=${mac}`, `output:${gw.ofport}`),
-    flow(c, T.L2_FORWARDING, 100, 'dl_dst=01:00:00:00:00:00/01:00:00:00:00:00', 'FLOOD'),
+    flow(c, T.L2_FORWARDING, 200, `reg1=0,dl_dst=${mac}`, `output:${gw.ofport}`),
+    flow(c, T.L2_FORWARDING, 100, `reg1=0,${MULTICAST}`, 'FLOOD'),
     flow(c, T.L2_FORWARDING, 0, '', 'drop'),
   ];
   if (gw.ipv4s.length > 0) {
@@ -131,7 +158,8 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
         c,
         T.ARP_RESPONDER,
         200,
-        `arp,arp_tpa=${podGateway},arp_op=1`,
+        // Only pods of the node's own L2 (untagged) reach the gateway; a VLAN pod asks its VLAN's router.
+        `arp,reg1=0,arp_tpa=${podGateway},arp_op=1`,
         [
           'move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]',
           `set_field:${mac}->eth_src`,
@@ -151,16 +179,49 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
 
 /**
  * Bridging mode: frames from the underlay are other hosts' business and go straight to forwarding
- * (which delivers only to a pod's or the gateway's MAC, or floods multicast); frames for any MAC
- * that is not on the bridge leave through the uplink. OVS never outputs a frame to its own ingress
- * port, so the underlay's unknown unicast ends here.
+ * (a tagged one with its VLAN moved into reg1), which delivers only to a pod's or the gateway's MAC in
+ * the frame's VLAN, or floods multicast; frames for any other MAC leave through the uplink, tagged
+ * again when their source is in a VLAN. OVS never outputs a frame to its own ingress port, so the
+ * underlay's unknown unicast ends here.
  */
 function uplinkFlows(ofport: number): string[] {
   const c = PIPELINE_COOKIE;
+  const T = TABLE;
   return [
-    flow(c, TABLE.CLASSIFIER, 260, `in_port=${ofport}`, goto(TABLE.L2_FORWARDING)),
-    flow(c, TABLE.L2_FORWARDING, 50, '', `output:${ofport}`),
+    flow(
+      c,
+      T.CLASSIFIER,
+      265,
+      `in_port=${ofport},vlan_tci=0x1000/0x1000`,
+      `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,${goto(T.L2_FORWARDING)}`,
+    ),
+    flow(c, T.CLASSIFIER, 260, `in_port=${ofport}`, goto(T.L2_FORWARDING)),
+    flow(c, T.L2_FORWARDING, 60, 'reg1=0', `output:${ofport}`),
+    flow(
+      c,
+      T.L2_FORWARDING,
+      50,
+      '',
+      `push_vlan:0x8100,move:NXM_NX_REG1[0..11]->NXM_OF_VLAN_TCI[0..11],output:${ofport}`,
+    ),
   ];
+}
+
+/**
+ * The multicast flow of one VLAN: to each local pod of the VLAN (OVS skips the one it came from) and,
+ * in bridging mode, out of the uplink with the VLAN's tag.
+ */
+export function vlanFloodFlow(vlan: number, podOfports: number[], uplinkOfport?: number): string {
+  const out = podOfports.map((p) => `output:${p}`);
+  if (uplinkOfport !== undefined)
+    out.push('push_vlan:0x8100', `set_field:${0x1000 | vlan}->vlan_vid`, `output:${uplinkOfport}`);
+  return flow(
+    vlanCookie(vlan),
+    TABLE.L2_FORWARDING,
+    110,
+    `${vlanMatch(vlan)},${MULTICAST}`,
+    out.length > 0 ? out.join(',') : 'drop',
+  );
 }
 
 /**
@@ -181,13 +242,20 @@ export function eui64LinkLocal(mac: string): string {
 export function podFlows(p: PodFlowsInput): string[] {
   const T = TABLE;
   const mac = p.mac.toLowerCase();
+  const vlan = p.vlan ?? 0;
   const port = `in_port=${p.ofport},dl_src=${mac}`;
   const f = (table: number, match: string, actions: string) => flow(p.cookie, table, 200, match, actions);
   const out: string[] = [];
   for (const ip of p.ips) {
     if (!ip.includes(':')) {
-      out.push(f(T.ARP_SPOOF_GUARD, `arp,${port},arp_spa=${ip},arp_sha=${mac}`, goto(T.ARP_RESPONDER)));
-      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, goto(T.L2_FORWARDING)));
+      out.push(
+        f(
+          T.ARP_SPOOF_GUARD,
+          `arp,${port},arp_spa=${ip},arp_sha=${mac}`,
+          setVlan(vlan) + goto(T.ARP_RESPONDER),
+        ),
+      );
+      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, setVlan(vlan) + goto(T.L2_FORWARDING)));
       continue;
     }
     const ip6 = normalizeIPv6(ip);
@@ -204,10 +272,11 @@ export function podFlows(p: PodFlowsInput): string[] {
     for (const sll of [mac, ZERO_MAC]) {
       out.push(f(T.ND_GUARD, `${ns},nd_sll=${sll}`, goto(T.IP_SPOOF_GUARD)));
     }
-    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, goto(T.L2_FORWARDING)));
-    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, goto(T.L2_FORWARDING)));
-    out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, goto(T.L2_FORWARDING)));
+    const pass = setVlan(vlan) + goto(T.L2_FORWARDING);
+    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, pass));
+    out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));
+    out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, pass));
   }
-  out.push(f(T.L2_FORWARDING, `dl_dst=${mac}`, `output:${p.ofport}`));
+  out.push(f(T.L2_FORWARDING, `${vlanMatch(vlan)},dl_dst=${mac}`, `output:${p.ofport}`));
   return out;
 }

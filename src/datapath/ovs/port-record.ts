@@ -13,6 +13,8 @@ export const EXT_POD = 'podwire-pod';
 export const EXT_MAC = 'podwire-mac';
 /** The pod's addresses, comma-separated, without prefix length. */
 export const EXT_IPS = 'podwire-ips';
+/** The VLAN of the pod's pool (1-4094); absent for an untagged pod. */
+export const EXT_VLAN = 'podwire-vlan';
 
 export const ROLE_POD = 'pod';
 export const ROLE_GATEWAY = 'gateway';
@@ -27,6 +29,8 @@ export interface PodRecord {
   ips: string[];
   /** The Kubernetes pod as "namespace/name" (from CNI_ARGS), when the runtime sent it. */
   pod?: string;
+  /** The VLAN of the pod's pool; absent or 0: untagged. */
+  vlan?: number;
 }
 
 export function podExternalIds(r: PodRecord): Record<string, string> {
@@ -38,6 +42,7 @@ export function podExternalIds(r: PodRecord): Record<string, string> {
     [EXT_IPS]: r.ips.join(','),
   };
   if (r.pod) ids[EXT_POD] = r.pod;
+  if (r.vlan) ids[EXT_VLAN] = String(r.vlan);
   return ids;
 }
 
@@ -58,6 +63,13 @@ export function parsePodExternalIds(ids: Record<string, string>): PodRecord | un
   const rec: PodRecord = { containerId, ifname, mac, ips: ips === '' ? [] : ips.split(',') };
   const pod = ids[EXT_POD];
   if (pod) rec.pod = pod;
+  const vlan = ids[EXT_VLAN];
+  if (vlan !== undefined) {
+    const n = Number(vlan);
+    if (!Number.isInteger(n) || n < 1 || n > 4094)
+      throw new PodwireError('ERR_DATAPATH', `OVSDB: pod port has ${EXT_VLAN}=${vlan}, not a VLAN`);
+    rec.vlan = n;
+  }
   return rec;
 }
 

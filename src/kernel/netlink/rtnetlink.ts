@@ -8,6 +8,8 @@ import { constants } from 'node:os';
 import { PodwireError } from '../../cni/errors.js';
 import { AF_INET, AF_INET6, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
+import type { BridgeVlan, BridgeVlanOptions } from './bridge-vlan.js';
+import * as BridgeVlanOps from './bridge-vlan.js';
 import { type IpAddress, parseCidr, parseIp } from './ip-text.js';
 import {
   decodeLinkBody,
@@ -215,6 +217,26 @@ export class Rtnetlink implements Disposable {
       0,
       encodeLinkBody({ ifi: ifInfoMsg({ family: AF_BRIDGE, index }), attrs: { protinfoState: state } }),
     );
+  }
+
+  /** Equivalent to: `ip link set dev INDEX type bridge vlan_filtering 0|1`. */
+  setBridgeVlanFiltering(index: number, on: boolean): void {
+    BridgeVlanOps.setVlanFiltering(this.#sock, index, on);
+  }
+
+  /** Equivalent to: `bridge vlan add dev INDEX vid VID [pvid] [untagged] [self]`. */
+  addBridgeVlan(index: number, vid: number, options?: BridgeVlanOptions): void {
+    BridgeVlanOps.addVlan(this.#sock, index, vid, options);
+  }
+
+  /** Equivalent to: `bridge vlan del dev INDEX vid VID [self]`; false when it was not there. */
+  deleteBridgeVlan(index: number, vid: number, options?: { self?: boolean }): boolean {
+    return BridgeVlanOps.deleteVlan(this.#sock, index, vid, options);
+  }
+
+  /** Equivalent to: `bridge vlan show dev INDEX`. */
+  bridgeVlans(index: number): BridgeVlan[] {
+    return BridgeVlanOps.vlans(this.#sock, index);
   }
 
   /** Equivalent to: `ip link set dev INDEX master MASTER` (`nomaster` when masterIndex is 0). */

@@ -15,6 +15,8 @@ import {
   podCookie,
   podFlows,
   TABLE,
+  vlanCookie,
+  vlanFloodFlow,
 } from '../../../src/datapath/ovs/pipeline.js';
 
 const MAC = '0a:58:0a:f4:01:02';
@@ -111,13 +113,70 @@ test('bridging mode: the node IP is a pair of the gateway; the underlay is forwa
     ['arp_tpa=10.244.1.1'],
     'the responder answers pods for the pod gateway only',
   );
-  const fromUplink = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=2'));
-  assert.equal(fromUplink?.actions, `goto_table:${TABLE.L2_FORWARDING}`);
-  assert.ok((fromUplink?.priority ?? 0) > 250, 'before the ARP guard: the underlay is not ours to guard');
-  const out = flows.find((f) => f.table === TABLE.L2_FORWARDING && f.actions === 'output:2');
-  assert.ok(out && out.priority > 0 && out.priority < 100, 'unknown unicast leaves through the uplink');
+  const fromUplink = flows.filter((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=2'));
+  assert.deepEqual(
+    fromUplink.map((f) => [f.match.includes('vlan_tci=0x1000/0x1000'), f.actions]),
+    [
+      [true, `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,goto_table:${TABLE.L2_FORWARDING}`],
+      [false, `goto_table:${TABLE.L2_FORWARDING}`],
+    ],
+    'tagged frames carry their VLAN in reg1, untagged ones 0',
+  );
+  assert.ok(
+    fromUplink.every((f) => f.priority > 250),
+    'before the ARP guard: the underlay is not ours to guard',
+  );
+  const out = flows.filter((f) => f.table === TABLE.L2_FORWARDING && f.actions.endsWith('output:2'));
+  assert.deepEqual(
+    out.map((f) => [f.match.join(), f.actions]),
+    [
+      ['reg1=0', 'output:2'],
+      ['', 'push_vlan:0x8100,move:NXM_NX_REG1[0..11]->NXM_OF_VLAN_TCI[0..11],output:2'],
+    ],
+    'unknown unicast leaves through the uplink, tagged again when it came from a VLAN',
+  );
+  assert.ok(out.every((f) => f.priority > 0 && f.priority < 100));
   const plain = pipelineFlows({ ofport: 1, mac, ipv4s: ['10.244.1.1'] });
   assert.ok(!plain.join('\n').includes('output:2'), 'no uplink flow without bridging');
+});
+
+test('a pod of a VLAN: its guards record the VLAN in reg1, and it receives only frames of that VLAN', () => {
+  const flows = podFlows({
+    ofport: 7,
+    mac: MAC,
+    ips: ['10.244.1.2', 'fd00::2'],
+    cookie: podCookie('pwv'),
+    vlan: 100,
+  }).map(parseFlow);
+  const passes = flows.filter((f) => f.actions.includes('goto_table') && f.table !== TABLE.ND_GUARD);
+  assert.ok(passes.length > 0);
+  for (const f of passes) assert.match(f.actions, /^set_field:0x64->reg1,goto_table:\d+$/);
+  const l2 = flows.filter((f) => f.table === TABLE.L2_FORWARDING);
+  assert.deepEqual(
+    l2.map((f) => f.match.sort()),
+    [['dl_dst=0a:58:0a:f4:01:02', 'reg1=0x64']],
+  );
+  const untagged = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2'], cookie: podCookie('pwv') }).map(
+    parseFlow,
+  );
+  assert.ok(
+    untagged.every((f) => !f.actions.includes('reg1')),
+    'an untagged pod leaves reg1 at 0',
+  );
+  assert.ok(untagged.some((f) => f.table === TABLE.L2_FORWARDING && f.match.includes('reg1=0')));
+});
+
+test('a VLAN multicast flow: its local pods, then the uplink with the tag', () => {
+  const f = parseFlow(vlanFloodFlow(100, [3, 5], 2));
+  assert.equal(f.table, TABLE.L2_FORWARDING);
+  assert.ok(f.match.includes('reg1=0x64'));
+  assert.equal(f.cookie, vlanCookie(100));
+  assert.equal(f.actions, 'output:3,output:5,push_vlan:0x8100,set_field:4196->vlan_vid,output:2');
+  assert.equal(parseFlow(vlanFloodFlow(7, [3])).actions, 'output:3', 'without bridging: local pods only');
+  const pipe = pipelineFlows({ ofport: 1, mac: MAC, ipv4s: ['10.244.1.1'] }).map(parseFlow);
+  const flood = pipe.find((x) => x.actions === 'FLOOD');
+  assert.ok(flood?.match.includes('reg1=0'), 'FLOOD is for untagged frames only');
+  assert.ok((flood?.priority ?? 0) < f.priority);
 });
 
 test('pod cookies are tagged, stable per host interface, and distinct', () => {

@@ -1,0 +1,118 @@
+/**
+ * Bridge VLAN filtering on one rtnetlink socket (`bridge vlan`, `ip link set BR type bridge
+ * vlan_filtering 1`): a port's VLANs are IFLA_BRIDGE_VLAN_INFO entries (struct bridge_vlan_info
+ * { u16 flags; u16 vid; }) in the IFLA_AF_SPEC of an AF_BRIDGE link message. `Rtnetlink` delegates here.
+ */
+import { constants } from 'node:os';
+import { PodwireError } from '../../cni/errors.js';
+import { KernelError } from '../libc.js';
+import { attrType, type RtAttr, u8 } from './attributes.js';
+import { dataView, HOST_LITTLE_ENDIAN } from './codec.js';
+import { decodeLinkBody, encodeLinkBody, ifInfoMsg } from './link-message.js';
+import type { NetlinkSocket } from './socket.js';
+import {
+  BRIDGE_FLAGS_SELF,
+  BRIDGE_VLAN_INFO_PVID,
+  BRIDGE_VLAN_INFO_UNTAGGED,
+  IFLA_BR_VLAN_FILTERING,
+  IFLA_BRIDGE_FLAGS,
+  IFLA_BRIDGE_VLAN_INFO,
+  RTEXT_FILTER_BRVLAN,
+} from './uapi/if-bridge.js';
+import * as R from './uapi/rtnetlink.js';
+
+const AF_BRIDGE = 7;
+
+/** One VLAN of a bridge port, as `bridge vlan show` lists it. */
+export interface BridgeVlan {
+  vid: number;
+  /** Untagged frames arriving on the port belong to this VLAN. */
+  pvid: boolean;
+  /** Frames of this VLAN leave the port untagged. */
+  untagged: boolean;
+}
+
+export interface BridgeVlanOptions {
+  pvid?: boolean;
+  untagged?: boolean;
+  /** The bridge device's own VLANs (`self`), rather than a port's. */
+  self?: boolean;
+}
+
+function checkVid(vid: number): void {
+  if (!Number.isInteger(vid) || vid < 1 || vid > 4094)
+    throw new PodwireError('ERR_INTERNAL', `bridge VLAN ${vid} is not in 1-4094`);
+}
+
+function vlanSpec(vid: number, o: BridgeVlanOptions): RtAttr[] {
+  checkVid(vid);
+  const info = new Uint8Array(4);
+  const flags = (o.pvid ? BRIDGE_VLAN_INFO_PVID : 0) | (o.untagged ? BRIDGE_VLAN_INFO_UNTAGGED : 0);
+  dataView(info).setUint16(0, flags, HOST_LITTLE_ENDIAN);
+  dataView(info).setUint16(2, vid, HOST_LITTLE_ENDIAN);
+  const spec: RtAttr[] = [{ type: IFLA_BRIDGE_VLAN_INFO, value: info }];
+  if (o.self) {
+    const f = new Uint8Array(2);
+    dataView(f).setUint16(0, BRIDGE_FLAGS_SELF, HOST_LITTLE_ENDIAN);
+    spec.unshift({ type: IFLA_BRIDGE_FLAGS, value: f });
+  }
+  return spec;
+}
+
+/** Equivalent to: `ip link set dev INDEX type bridge vlan_filtering 0|1`. */
+export function setVlanFiltering(sock: NetlinkSocket, index: number, on: boolean): void {
+  const data = [{ type: IFLA_BR_VLAN_FILTERING, value: u8.encode(on ? 1 : 0) }];
+  // RTM_NEWLINK without NLM_F_CREATE changes an existing link, including its kind's own attributes.
+  sock.request(
+    R.RTM_NEWLINK,
+    0,
+    encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs: { linkinfo: { kind: 'bridge', data } } }),
+  );
+}
+
+/** Equivalent to: `bridge vlan add dev INDEX vid VID [pvid] [untagged] [self]`; replaces its flags. */
+export function addVlan(sock: NetlinkSocket, index: number, vid: number, o: BridgeVlanOptions = {}): void {
+  const ifi = ifInfoMsg({ family: AF_BRIDGE, index });
+  sock.request(R.RTM_SETLINK, 0, encodeLinkBody({ ifi, attrs: { afSpec: vlanSpec(vid, o) } }));
+}
+
+/** Equivalent to: `bridge vlan del dev INDEX vid VID [self]`. False when the port did not have it. */
+export function deleteVlan(
+  sock: NetlinkSocket,
+  index: number,
+  vid: number,
+  o: { self?: boolean } = {},
+): boolean {
+  const ifi = ifInfoMsg({ family: AF_BRIDGE, index });
+  try {
+    sock.request(R.RTM_DELLINK, 0, encodeLinkBody({ ifi, attrs: { afSpec: vlanSpec(vid, o) } }));
+    return true;
+  } catch (err) {
+    if (err instanceof KernelError && err.errno === constants.errno.ENOENT) return false;
+    throw err;
+  }
+}
+
+/** Equivalent to: `bridge vlan show dev INDEX`: the VLANs of one port (or of the bridge itself). */
+export function vlans(sock: NetlinkSocket, index: number): BridgeVlan[] {
+  const request = encodeLinkBody({
+    ifi: ifInfoMsg({ family: AF_BRIDGE }),
+    attrs: { extMask: RTEXT_FILTER_BRVLAN },
+  });
+  const out: BridgeVlan[] = [];
+  for (const m of sock.dump(R.RTM_GETLINK, request)) {
+    const body = decodeLinkBody(m.payload);
+    if (body.ifi.index !== index) continue;
+    for (const a of body.attrs.afSpec ?? []) {
+      if (attrType(a) !== IFLA_BRIDGE_VLAN_INFO || a.value.length < 4) continue;
+      const v = dataView(a.value);
+      const flags = v.getUint16(0, HOST_LITTLE_ENDIAN);
+      out.push({
+        vid: v.getUint16(2, HOST_LITTLE_ENDIAN),
+        pvid: (flags & BRIDGE_VLAN_INFO_PVID) !== 0,
+        untagged: (flags & BRIDGE_VLAN_INFO_UNTAGGED) !== 0,
+      });
+    }
+  }
+  return out;
+}
