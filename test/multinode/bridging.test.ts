@@ -19,14 +19,16 @@ import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import { TestCluster } from '../testbed/cluster.js';
 import { ipJson, must, type Run, run } from '../testbed/exec.js';
 import { type CniOutcome, ROOT, resultIps } from '../testbed/node.js';
+import { ovsAvailable } from '../testbed/ovs.js';
 import { pingFrom } from '../testbed/traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from '../testbed/underlay.js';
 import { VlanRouter } from '../testbed/vlan-router.js';
 
 const CLI = `${ROOT}/bin/podwire`;
-const DATAPATHS = (process.env.PODWIRE_BRIDGING_DATAPATHS ?? 'linux-bridge').split(',') as Array<
-  'linux-bridge' | 'ovs'
->;
+/** Both datapaths where OVS is installed; `PODWIRE_BRIDGING_DATAPATHS=ovs` (say) picks. */
+const DATAPATHS = (
+  process.env.PODWIRE_BRIDGING_DATAPATHS ?? (ovsAvailable() ? 'linux-bridge,ovs' : 'linux-bridge')
+).split(',') as Array<'linux-bridge' | 'ovs'>;
 
 interface LinkView {
   mac: string;
