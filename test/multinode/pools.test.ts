@@ -1,7 +1,7 @@
 /**
  * IP pools on a 3-node etcd cluster (issue 5): `podwire pool` manages them; 3 nodes x 10 parallel ADDs
  * on one pool of 24 addresses give 24 pods and 6 "pool exhausted" errors, no address held twice (in
- * etcd, and as configured in the pods); fixed addresses honoured or refused clearly; DEL frees all;
+ * etcd, as configured in the pods, and as ARP answers on the underlay); fixed addresses honoured or refused clearly; DEL frees all;
  * an agent restart keeps its claims and releases a claim it has no record of.
  */
 import assert from 'node:assert/strict';
@@ -11,9 +11,11 @@ import type { PoolClaim } from '../../src/cluster/pool-store.js';
 import { TestCluster } from '../testbed/cluster.js';
 import { ipJson, run } from '../testbed/exec.js';
 import { ROOT, resultIps } from '../testbed/node.js';
+import { UNDERLAY_BRIDGE } from '../testbed/underlay.js';
 
 const CLI = `${ROOT}/bin/podwire`;
-const cluster = new TestCluster({ nodes: 3, store: 'etcd', trafficMode: 'noEncap' });
+// Bridging mode: pool pods sit on the underlay, so "held twice" can be asked of the wire itself.
+const cluster = new TestCluster({ nodes: 3, store: 'etcd', trafficMode: 'noEncap', bridging: true });
 let store: EtcdStore;
 
 /** The CLI inside node-0's namespace (etcd listens on the underlay). */
@@ -25,6 +27,28 @@ function pool(...args: string[]) {
 
 async function claimsOf(name: string): Promise<PoolClaim[]> {
   return store.pools.claims(name);
+}
+
+/** The MACs that answer `arping` for `ip` on the underlay bridge, lower case, each once. */
+async function arpAnswers(underlayNs: string, ip: string): Promise<string[]> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    underlayNs,
+    'arping',
+    '-c',
+    '2',
+    '-w',
+    '3',
+    '-I',
+    UNDERLAY_BRIDGE,
+    ip,
+  ]);
+  // Habets' arping (Debian's): "42 bytes from MAC (IP): index=0 time=...", one line per reply.
+  const macs = [...r.stdout.matchAll(/bytes from ([0-9A-Fa-f:]{17}) \(([\d.]+)\)/g)]
+    .filter((m) => m[2] === ip)
+    .map((m) => (m[1] ?? '').toLowerCase());
+  return [...new Set(macs)];
 }
 
 interface Added {
@@ -148,6 +172,16 @@ describe('IP pools', () => {
     assert.equal(all.length, 24);
     assert.equal(new Set(all).size, 24);
     assert.ok(all.every((x) => x.startsWith('172.30.0.') && x.endsWith('/24')));
+    // The wire: from the underlay, who answers ARP for each address? Exactly its pod.
+    const podMacs = await Promise.all(
+      added.map(
+        async (a) => (await ipJson<Array<{ address: string }>>(a.ns, ['link', 'show', 'eth0']))[0]?.address,
+      ),
+    );
+    const answers = await Promise.all(added.map((a) => arpAnswers(cluster.underlay.ns, a.ip)));
+    added.forEach((a, i) => {
+      assert.deepEqual(answers[i], [podMacs[i]], `ARP for ${a.ip} answered by ${answers[i]?.join(', ')}`);
+    });
     const list = await pool('list', '--json');
     assert.equal((JSON.parse(list.stdout) as Array<{ used: number }>)[0]?.used, 24);
     const del = await pool('delete', 'blue');
