@@ -3,12 +3,20 @@ import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { BridgeDatapath } from '../datapath/linux-bridge/bridge-datapath.js';
 import { OvsDatapath } from '../datapath/ovs/ovs-datapath.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
+import { nftRunner } from '../kernel/nft.js';
 import { writeSysctl } from '../kernel/sysctl.js';
 import type { AgentConfig } from './config.js';
 
 /** `nl` is the agent's node-namespace netlink socket; the datapath borrows it, the agent closes it. */
 export function createDatapath(config: AgentConfig, nl: Rtnetlink, gateways: GatewayAddress[]): Datapath {
-  const common = { nl, bridge: config.bridge, mtu: config.mtu, gateways, sysctl: writeSysctl };
+  const common = {
+    nl,
+    bridge: config.bridge,
+    mtu: config.mtu,
+    gateways,
+    sysctl: writeSysctl,
+    nft: nftRunner(),
+  };
   switch (config.datapath) {
     case 'linux-bridge':
       return new BridgeDatapath(common);

@@ -4,15 +4,22 @@
  * bound to it, so the machine's own namespace is never touched (I7).
  */
 import assert from 'node:assert/strict';
+import { constants } from 'node:os';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { configurePodInterface } from '../../src/agent/pod-interface.js';
+import { decodeArpFrame, encodeArpFrame, gratuitousArp } from '../../src/arp/arp-frame.js';
+import { BROADCAST_MAC, ETH_P_ARP, ZERO_MAC } from '../../src/arp/ethernet.js';
 import { PodwireError } from '../../src/cni/errors.js';
 import type { Datapath, GatewayAddress } from '../../src/datapath/datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
+import { KernelError } from '../../src/kernel/libc.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
+import { type NftRunner, nftRunner } from '../../src/kernel/nft.js';
+import { CaptureSocket, PacketSocket } from '../../src/kernel/packet-socket.js';
 import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
-import { must, run } from '../testbed/exec.js';
+import { ipJson, must, run } from '../testbed/exec.js';
 import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 export interface DatapathEnv {
@@ -22,6 +29,8 @@ export interface DatapathEnv {
   gateways: GatewayAddress[];
   /** Name of the node namespace (for `ip -n`). */
   nodeNs: string;
+  /** Applies nftables scripts in the node namespace. */
+  nft: NftRunner;
 }
 
 const GATEWAYS: GatewayAddress[] = [{ family: 4, address: '10.250.0.1', prefixLength: 24 }];
@@ -34,8 +43,13 @@ export interface ComplianceHooks {
   after?(): Promise<void>;
 }
 
+/**
+ * `gateway` is the interface that holds the gateway addresses in the node namespace (the Linux bridge
+ * itself, or OVS's internal port).
+ */
 export function datapathCompliance(
   name: string,
+  gateway: string,
   makeDatapath: (env: DatapathEnv) => Datapath,
   hooks: ComplianceHooks = {},
 ): void {
@@ -62,7 +76,7 @@ export function datapathCompliance(
       handles.push(node);
       const nl = inNetns(node, home, () => Rtnetlink.open());
       const sysctl: SysctlWriter = (key, value) => inNetns(node, home, () => writeSysctl(key, value));
-      env = { nl, sysctl, gateways: GATEWAYS, nodeNs };
+      env = { nl, sysctl, gateways: GATEWAYS, nodeNs, nft: nftRunner(nodeNs) };
       await hooks.before?.(env);
     });
     after(async () => {
@@ -170,6 +184,61 @@ export function datapathCompliance(
       const ping = await run('ip', ['netns', 'exec', p.ns, 'ping', '-c', '1', '-W', '2', '10.250.0.1']);
       assert.equal(ping.code, 0);
       await second.detachPort(p.hostIfname);
+      env.nl.deleteLinkByName(p.hostIfname);
+    });
+
+    test('the gateway may send ARP only as itself: its own address and MAC (I5, failure 2)', async () => {
+      const dp = make(env);
+      await dp.start();
+      const p = await pod();
+      await dp.attachPort(portOf(p));
+      const gw = env.nl.linkByName(gateway);
+      assert.ok(gw?.mac, `gateway ${gateway}`);
+      const mac = gw.mac.toLowerCase();
+      using podNs = NetnsHandle.open(netnsPath(p.ns));
+      const podIndex = Number(
+        (await ipJson<Array<{ ifindex: number }>>(p.ns, ['link', 'show', 'eth0']))[0]?.ifindex,
+      );
+      using capture = inNetns(podNs, home, () => CaptureSocket.open(podIndex, ETH_P_ARP));
+      using sender = inNetns(node, home, () => PacketSocket.open(gw.index));
+      const other = '02:00:00:00:0b:ad';
+      const sent = {
+        own: gratuitousArp(mac, '10.250.0.1'),
+        'a node address that is not the gateway': gratuitousArp(mac, '10.250.0.77'),
+        'another MAC': gratuitousArp(other, '10.250.0.1'),
+        'own Ethernet source, another ARP sender MAC': encodeArpFrame({
+          dst: BROADCAST_MAC,
+          src: mac,
+          arp: { op: 1, sha: other, spa: '10.250.0.1', tha: ZERO_MAC, tpa: '10.250.0.1' },
+        }),
+      };
+      for (let round = 0; round < 3; round++) {
+        for (const [what, frame] of Object.entries(sent)) {
+          try {
+            sender.send(frame);
+          } catch (err) {
+            // A frame dropped on the gateway's own egress (the Linux bridge's guard) fails the send.
+            assert.ok(
+              what !== 'own' && err instanceof KernelError && err.errno === constants.errno.ENOBUFS,
+              `${what}: ${err}`,
+            );
+          }
+        }
+        await sleep(50);
+      }
+      await sleep(200);
+      const seen = new Set(
+        capture.drain().map((f) => {
+          const d = decodeArpFrame(f);
+          return `${d.src} ${d.arp.sha} ${d.arp.spa}`;
+        }),
+      );
+      assert.ok(
+        seen.has(`${mac} ${mac} 10.250.0.1`),
+        `the gateway's own ARP arrives: ${[...seen].join('; ')}`,
+      );
+      assert.deepEqual([...seen], [`${mac} ${mac} 10.250.0.1`], 'nothing else from the gateway arrives');
+      await dp.detachPort(p.hostIfname);
       env.nl.deleteLinkByName(p.hostIfname);
     });
 

@@ -7,6 +7,7 @@ let ovs: OvsInstance | undefined;
 
 datapathCompliance(
   'ovs (netdev)',
+  'pwtgw0',
   (env) => {
     if (!ovs) throw new Error('OVS not started');
     return new OvsDatapath({

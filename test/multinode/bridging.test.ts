@@ -430,7 +430,7 @@ for (const datapath of DATAPATHS) {
       assert.ok(atStop * 0.05 <= 1, `lost ${atStop} probes (${atStop * 0.05} s) at the stop`);
       assert.ok(atStart * 0.05 <= 1, `lost ${atStart} probes (${atStart * 0.05} s) at the start`);
       assert.equal(stopped.master, undefined, 'eth0 left the bridge');
-      assert.doesNotMatch(stopped.nft, /podwire/, 'no nftables chain left on the uplink');
+      assert.doesNotMatch(stopped.nft, /podwire_uplink/, 'no nftables chain left on the uplink');
       assert.deepEqual(stopped.addrs, [`${a.underlay.ip}/24`]);
       assert.equal(stopped.mac, found.mac);
       assert.equal(stopped.mtu, found.mtu);

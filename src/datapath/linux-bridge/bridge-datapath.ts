@@ -9,9 +9,11 @@ import { PodwireError } from '../../cni/errors.js';
 import { KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
+import type { NftRunner } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import { installGatewayArpGuard } from './gateway-arp-guard.js';
 
 export interface BridgeDatapathOptions {
   /** A netlink socket in the node namespace, owned by the caller. */
@@ -21,6 +23,8 @@ export interface BridgeDatapathOptions {
   gateways: GatewayAddress[];
   /** Writes sysctls of the node namespace (the agent's own: `writeSysctl`). */
   sysctl: SysctlWriter;
+  /** Applies nftables scripts in the node namespace (the gateway's ARP guard). */
+  nft: NftRunner;
 }
 
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
@@ -61,8 +65,16 @@ export class BridgeDatapath implements Datapath {
       throw new PodwireError('ERR_DATAPATH', `${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
     }
     if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
-    this.#bridgeIndex = link.index;
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
+    await this.#guardArp(link.mac ?? '', []);
+    this.#bridgeIndex = link.index;
+  }
+
+  /** The gateway's ARP guard for its MAC and addresses (gateway-arp-guard.ts). */
+  #guardArp(mac: string, extraIpv4s: string[]): Promise<void> {
+    const { bridge, gateways, nft } = this.#o;
+    const ipv4s = [...gateways.filter((g) => g.family === 4).map((g) => g.address), ...extraIpv4s];
+    return installGatewayArpGuard(nft, { bridge, mac, ipv4s });
   }
 
   /**
@@ -105,6 +117,11 @@ export class BridgeDatapath implements Datapath {
   async attachUplink(uplink: UplinkPort): Promise<void> {
     const bridge = this.#requireBridge();
     this.#o.nl.setMac(bridge, uplink.mac);
+    // The node's addresses become the bridge interface's own, with the uplink's MAC.
+    await this.#guardArp(
+      uplink.mac,
+      uplink.ips.filter((ip) => !ip.includes(':')),
+    );
     this.#uplinkIndex = uplink.index;
     await this.attachPort({
       hostIfname: uplink.ifname,
@@ -122,7 +139,10 @@ export class BridgeDatapath implements Datapath {
     if (link && link.masterIndex === this.#bridgeIndex && this.#bridgeIndex !== 0)
       this.#o.nl.setMaster(uplink.index, 0);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
-    if (bridge) this.#o.nl.setMac(bridge.index, uplink.targetMac);
+    if (bridge) {
+      this.#o.nl.setMac(bridge.index, uplink.targetMac);
+      await this.#guardArp(uplink.targetMac, []);
+    }
     this.#uplinkIndex = 0;
   }
 

@@ -13,6 +13,7 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import type { NftRunner } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
@@ -46,6 +47,8 @@ export interface OvsDatapathOptions {
   nl: Rtnetlink;
   /** Writes sysctls of the node namespace. */
   sysctl: SysctlWriter;
+  /** Applies nftables scripts in the node namespace (bridging on the userspace datapath). */
+  nft: NftRunner;
   gateways: GatewayAddress[];
   mtu: number;
   bridge: string;
@@ -279,7 +282,7 @@ export class OvsDatapath implements Datapath {
     await this.#setGatewayMac(vs, mac);
     await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
     const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
-    if (this.#o.datapathType === 'netdev') await dropKernelIngress(uplink.ifname);
+    if (this.#o.datapathType === 'netdev') await dropKernelIngress(this.#o.nft, uplink.ifname);
     this.#gateway = {
       ofport: gw.ofport,
       mac,
@@ -295,7 +298,7 @@ export class OvsDatapath implements Datapath {
     const vs = await this.#db();
     const row = await vs.port(uplink.ifname);
     if (row?.externalIds[EXT_ROLE] === ROLE_UPLINK) await vs.removePort(uplink.ifname, row);
-    if (this.#o.datapathType === 'netdev') await restoreKernelIngress();
+    if (this.#o.datapathType === 'netdev') await restoreKernelIngress(this.#o.nft);
     const mac = uplink.targetMac.toLowerCase();
     await this.#setGatewayMac(vs, mac);
     this.#gateway = { ofport: gw.ofport, mac, ipv4s: this.#podGatewaysV4() };

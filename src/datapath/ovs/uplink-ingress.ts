@@ -7,39 +7,18 @@
  * that hook, so the bridge still gets all of them. The kernel datapath (`system`) needs none of
  * this: its receive handler takes the frame away from the stack.
  */
-import { spawn } from 'node:child_process';
-import { PodwireError } from '../../cni/errors.js';
+import { dropTable, type NftRunner } from '../../kernel/nft.js';
 
 const TABLE = 'podwire_uplink';
-
-function nft(script: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nft', ['-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    child.on('error', (err) =>
-      reject(new PodwireError('ERR_DATAPATH', `nft: ${err.message} (is nftables installed?)`)),
-    );
-    child.on('close', (code) =>
-      code === 0
-        ? resolve()
-        : reject(new PodwireError('ERR_DATAPATH', `nft exited ${code}: ${stderr.trim()}`)),
-    );
-    child.stdin.end(script);
-  });
-}
 
 /**
  * Equivalent to: `nft add table netdev podwire_uplink; nft add chain netdev podwire_uplink ingress
  * '{ type filter hook ingress device UPLINK priority 0; policy drop; }'`, replacing any previous one.
  */
-export function dropKernelIngress(uplink: string): Promise<void> {
+export function dropKernelIngress(nft: NftRunner, uplink: string): Promise<void> {
   return nft(
     [
-      `table netdev ${TABLE}`,
-      `delete table netdev ${TABLE}`,
+      ...dropTable('netdev', TABLE),
       `table netdev ${TABLE} {`,
       '  chain ingress {',
       `    type filter hook ingress device ${JSON.stringify(uplink)} priority 0; policy drop;`,
@@ -51,6 +30,6 @@ export function dropKernelIngress(uplink: string): Promise<void> {
 }
 
 /** Equivalent to: `nft delete table netdev podwire_uplink`; nothing to do when it is not there. */
-export function restoreKernelIngress(): Promise<void> {
-  return nft([`table netdev ${TABLE}`, `delete table netdev ${TABLE}`, ''].join('\n'));
+export function restoreKernelIngress(nft: NftRunner): Promise<void> {
+  return nft([...dropTable('netdev', TABLE), ''].join('\n'));
 }
