@@ -41,6 +41,9 @@ export async function cmdAdd(
   let handedOver = false;
   try {
     using podNl = inNetns(podNs, home, () => Rtnetlink.open());
+    // The pod side of a veth whose DEL already answered may still be on its way out (decision 14):
+    // a new attachment in the same namespace waits for deletions in flight before it calls it taken.
+    if (podNl.linkByName(att.ifname)) await nl.deletionsSettled();
     if (podNl.linkByName(att.ifname)) {
       throw new PodwireError(
         'ERR_INTERFACE_EXISTS',

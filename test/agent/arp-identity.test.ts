@@ -2,8 +2,9 @@
  * DESIGN.md failure 2 on a real kernel: the node answers a pod from an address that is not the
  * gateway's (its uplink's). With podwire's gateway setting (arp_announce=1) the ARP request that leaves
  * the gateway carries the gateway's own IP; with the kernel default (0) it carries the uplink's IP with
- * the gateway's MAC, and the ARP audit flags exactly that frame. The second half proves the audit (and
- * so the first half) can fail.
+ * the gateway's MAC. The gateway's ARP guard drops that frame before it reaches any port; with the
+ * guard removed too, the ARP audit flags exactly that frame. The second half proves the audit (and so
+ * the first half) can fail.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -61,8 +62,11 @@ before(async () => {
 });
 after(() => node.cleanup());
 
-/** The node pings the pod from its uplink address after forgetting the pod's MAC; returns the ARP seen. */
-async function nodeAsksForPod(): Promise<Buffer[]> {
+/**
+ * The node pings the pod from its uplink address after forgetting the pod's MAC; returns the ARP seen
+ * leaving the bridge. `reaches`: whether the ping must succeed.
+ */
+async function nodeAsksForPod(reaches = true): Promise<Buffer[]> {
   await must('ip', ['-n', node.nodeNs, 'neigh', 'flush', 'dev', 'podwire0']);
   using home = NetnsHandle.current();
   using nodeNs = NetnsHandle.open(netnsPath(node.nodeNs));
@@ -82,7 +86,11 @@ async function nodeAsksForPod(): Promise<Buffer[]> {
     UPLINK_IP,
     podIp,
   ]);
-  assert.equal(ping.code, 0, 'the node reaches the pod');
+  assert.equal(
+    ping.code === 0,
+    reaches,
+    reaches ? 'the node reaches the pod' : 'the node cannot resolve the pod',
+  );
   return frames;
 }
 
@@ -95,15 +103,40 @@ test("with podwire's gateway (arp_announce=1) the node's IP is never announced w
   assert.deepEqual(report.violations, []);
 });
 
-test('with the kernel default (arp_announce=0) the audit catches the leak', async () => {
+const GUARD = 'podwire_gateway_arp';
+
+/** The packets the gateway's ARP guard (an nftables chain in the node namespace) has dropped. */
+async function guardDrops(): Promise<number> {
+  const out = await must('ip', ['netns', 'exec', node.nodeNs, 'nft', 'list', 'table', 'netdev', GUARD]);
+  return [...out.matchAll(/counter packets (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+test('with the kernel default (arp_announce=0) the guard drops the leak; without the guard the audit catches it', async () => {
   const key = `/proc/sys/net/ipv4/conf/podwire0/arp_announce`;
   await must('ip', ['netns', 'exec', node.nodeNs, 'sh', '-c', `echo 0 > ${key}`]);
+  const saved = await must('ip', ['netns', 'exec', node.nodeNs, 'nft', 'list', 'table', 'netdev', GUARD]);
   try {
+    // The kernel now forms failure 2's request (the uplink's IP with the gateway's MAC); the guard
+    // drops every copy before it reaches a port, so the node cannot resolve the pod from that address.
+    const before = await guardDrops();
+    const guarded = auditArp(await nodeAsksForPod(false), identities);
+    assert.deepEqual(
+      guarded.rows.filter((r) => r.senderIp === UPLINK_IP),
+      [],
+      'no frame with the uplink IP left the bridge',
+    );
+    assert.ok((await guardDrops()) > before, 'the guard counted the drops');
+
+    // Without the guard (so only arp_announce stood between the node and the leak), the audit sees it.
+    await must('ip', ['netns', 'exec', node.nodeNs, 'nft', 'delete', 'table', 'netdev', GUARD]);
     const report = auditArp(await nodeAsksForPod(), identities);
     assert.equal(report.violations.length, 1, JSON.stringify(report.rows));
     assert.equal(report.violations[0]?.senderIp, UPLINK_IP);
     assert.equal(report.violations[0]?.verdict, 'WRONG-MAC');
   } finally {
     await must('ip', ['netns', 'exec', node.nodeNs, 'sh', '-c', `echo 1 > ${key}`]);
+    await run('ip', ['netns', 'exec', node.nodeNs, 'nft', 'delete', 'table', 'netdev', GUARD]);
+    const restored = await run('ip', ['netns', 'exec', node.nodeNs, 'nft', '-f', '-'], { input: saved });
+    assert.equal(restored.code, 0, restored.stderr);
   }
 });

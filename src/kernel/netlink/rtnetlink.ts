@@ -70,6 +70,8 @@ export class Rtnetlink implements Disposable {
   readonly #sock: NetlinkSocket;
   /** The sockets of the `...Async` operations, with the requests queued on each; empty unless opened with `asyncSockets`. */
   readonly #asyncSocks: Array<{ sock: NetlinkSocket; queued: number }>;
+  /** Every asynchronous link deletion in flight, settled or not (see `deletionsSettled`). */
+  readonly #deletions = new Set<Promise<void>>();
 
   private constructor(sock: NetlinkSocket, asyncSocks: NetlinkSocket[]) {
     this.#sock = sock;
@@ -273,17 +275,32 @@ export class Rtnetlink implements Disposable {
    * RCU (10-30 ms for a veth here), which would otherwise stall every other request of the agent.
    */
   async deleteLinkByNameAsync(name: string): Promise<boolean> {
+    const deletion = this.#requestAsync(
+      R.RTM_DELLINK,
+      0,
+      encodeLinkBody({ ifi: ifInfoMsg({ index: 0 }), attrs: { ifname: name } }),
+    );
+    const settled = deletion.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#deletions.add(settled);
+    void settled.then(() => this.#deletions.delete(settled));
     try {
-      await this.#requestAsync(
-        R.RTM_DELLINK,
-        0,
-        encodeLinkBody({ ifi: ifInfoMsg({ index: 0 }), attrs: { ifname: name } }),
-      );
+      await deletion;
       return true;
     } catch (err) {
       if (isErrno(err, constants.errno.ENODEV)) return false;
       throw err;
     }
+  }
+
+  /**
+   * Resolves once every `deleteLinkByNameAsync` started so far has finished, whatever its outcome:
+   * e.g. before deciding that an interface which a deletion in flight may still remove is in the way.
+   */
+  async deletionsSettled(): Promise<void> {
+    await Promise.all([...this.#deletions]);
   }
 
   #deleteLink(index: number, attrs: LinkAttributes): boolean {
