@@ -3,7 +3,7 @@ import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { BridgeDatapath } from '../datapath/linux-bridge/bridge-datapath.js';
 import { OvsDatapath } from '../datapath/ovs/ovs-datapath.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import { nftRunner } from '../kernel/nft.js';
+import { nftIn } from '../kernel/nft.js';
 import { writeSysctl } from '../kernel/sysctl.js';
 import type { AgentConfig } from './config.js';
 
@@ -15,7 +15,7 @@ export function createDatapath(config: AgentConfig, nl: Rtnetlink, gateways: Gat
     mtu: config.mtu,
     gateways,
     sysctl: writeSysctl,
-    nft: nftRunner(),
+    nft: nftIn(),
   };
   switch (config.datapath) {
     case 'linux-bridge':

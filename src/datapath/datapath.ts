@@ -82,8 +82,8 @@ export interface Datapath {
   detachUplink(uplink: { ifname: string; index: number; targetMac: string }): Promise<void>;
   status(): DatapathStatus;
   /**
-   * Packets the datapath dropped, per guard (e.g. OVS's "ARP_SPOOF_GUARD": forged ARP from pods).
-   * Undefined for a datapath that enforces no guards (the Linux bridge).
+   * Packets the datapath dropped, per guard (e.g. OVS's "ARP_SPOOF_GUARD": forged ARP from pods, the
+   * Linux bridge's "GATEWAY_ARP_GUARD": ARP the node tried to send as someone else).
    */
   dropCounters?(): Promise<Array<{ guard: string; packets: number }>>;
   /** Releases the datapath's own resources; leaves the node-side objects so running pods keep working. */

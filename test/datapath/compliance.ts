@@ -16,7 +16,7 @@ import type { Allocation } from '../../src/ipam/allocator.js';
 import { KernelError } from '../../src/kernel/libc.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
-import { type NftRunner, nftRunner } from '../../src/kernel/nft.js';
+import { type Nft, nftIn } from '../../src/kernel/nft.js';
 import { CaptureSocket, PacketSocket } from '../../src/kernel/packet-socket.js';
 import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
 import { ipJson, must, run } from '../testbed/exec.js';
@@ -30,7 +30,7 @@ export interface DatapathEnv {
   /** Name of the node namespace (for `ip -n`). */
   nodeNs: string;
   /** Applies nftables scripts in the node namespace. */
-  nft: NftRunner;
+  nft: Nft;
 }
 
 const GATEWAYS: GatewayAddress[] = [{ family: 4, address: '10.250.0.1', prefixLength: 24 }];
@@ -76,7 +76,7 @@ export function datapathCompliance(
       handles.push(node);
       const nl = inNetns(node, home, () => Rtnetlink.open());
       const sysctl: SysctlWriter = (key, value) => inNetns(node, home, () => writeSysctl(key, value));
-      env = { nl, sysctl, gateways: GATEWAYS, nodeNs, nft: nftRunner(nodeNs) };
+      env = { nl, sysctl, gateways: GATEWAYS, nodeNs, nft: nftIn(nodeNs) };
       await hooks.before?.(env);
     });
     after(async () => {
@@ -238,6 +238,8 @@ export function datapathCompliance(
         `the gateway's own ARP arrives: ${[...seen].join('; ')}`,
       );
       assert.deepEqual([...seen], [`${mac} ${mac} 10.250.0.1`], 'nothing else from the gateway arrives');
+      const drops = ((await dp.dropCounters?.()) ?? []).reduce((n, d) => n + d.packets, 0);
+      assert.ok(drops >= 9, `the 9 forged frames are counted as dropped (${drops})`);
       await dp.detachPort(p.hostIfname);
       env.nl.deleteLinkByName(p.hostIfname);
     });

@@ -9,11 +9,11 @@ import { PodwireError } from '../../cni/errors.js';
 import { KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
-import type { NftRunner } from '../../kernel/nft.js';
+import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
-import { installGatewayArpGuard } from './gateway-arp-guard.js';
+import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
 
 export interface BridgeDatapathOptions {
   /** A netlink socket in the node namespace, owned by the caller. */
@@ -24,7 +24,7 @@ export interface BridgeDatapathOptions {
   /** Writes sysctls of the node namespace (the agent's own: `writeSysctl`). */
   sysctl: SysctlWriter;
   /** Applies nftables scripts in the node namespace (the gateway's ARP guard). */
-  nft: NftRunner;
+  nft: Nft;
 }
 
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
@@ -178,6 +178,11 @@ export class BridgeDatapath implements Datapath {
       .links()
       .filter((l) => l.masterIndex === index)
       .map((l) => l.name);
+  }
+
+  /** What the gateway's ARP guard dropped (gateway-arp-guard.ts). */
+  async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
+    return [{ guard: 'GATEWAY_ARP_GUARD', packets: await gatewayArpGuardDrops(this.#o.nft) }];
   }
 
   status(): DatapathStatus {

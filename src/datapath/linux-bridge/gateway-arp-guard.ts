@@ -8,7 +8,7 @@
  * included. (The bridge family's output hook would need `meta obrname`, which kernels built without
  * CONFIG_NFT_BRIDGE_META, as these machines', refuse.)
  */
-import { dropTable, type NftRunner } from '../../kernel/nft.js';
+import { dropTable, type Nft } from '../../kernel/nft.js';
 
 export const GATEWAY_ARP_TABLE = 'podwire_gateway_arp';
 
@@ -43,6 +43,20 @@ export function gatewayArpGuardScript(id: GatewayIdentity): string {
 }
 
 /** Installs (or replaces) the guard. */
-export function installGatewayArpGuard(nft: NftRunner, id: GatewayIdentity): Promise<void> {
-  return nft(gatewayArpGuardScript(id));
+export function installGatewayArpGuard(nft: Nft, id: GatewayIdentity): Promise<void> {
+  return nft.apply(gatewayArpGuardScript(id));
+}
+
+/**
+ * The packets the guard has dropped (the sum of its rule counters); 0 when it is not installed.
+ * Equivalent to: `nft list table netdev podwire_gateway_arp`.
+ */
+export async function gatewayArpGuardDrops(nft: Nft): Promise<number> {
+  let listing: string;
+  try {
+    listing = await nft.run(['list', 'table', 'netdev', GATEWAY_ARP_TABLE]);
+  } catch {
+    return 0;
+  }
+  return [...listing.matchAll(/counter packets (\d+) bytes \d+ drop/g)].reduce((n, m) => n + Number(m[1]), 0);
 }

@@ -13,7 +13,7 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../cni/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import type { NftRunner } from '../../kernel/nft.js';
+import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
@@ -48,7 +48,7 @@ export interface OvsDatapathOptions {
   /** Writes sysctls of the node namespace. */
   sysctl: SysctlWriter;
   /** Applies nftables scripts in the node namespace (bridging on the userspace datapath). */
-  nft: NftRunner;
+  nft: Nft;
   gateways: GatewayAddress[];
   mtu: number;
   bridge: string;

@@ -7,7 +7,7 @@
  * that hook, so the bridge still gets all of them. The kernel datapath (`system`) needs none of
  * this: its receive handler takes the frame away from the stack.
  */
-import { dropTable, type NftRunner } from '../../kernel/nft.js';
+import { dropTable, type Nft } from '../../kernel/nft.js';
 
 const TABLE = 'podwire_uplink';
 
@@ -15,8 +15,8 @@ const TABLE = 'podwire_uplink';
  * Equivalent to: `nft add table netdev podwire_uplink; nft add chain netdev podwire_uplink ingress
  * '{ type filter hook ingress device UPLINK priority 0; policy drop; }'`, replacing any previous one.
  */
-export function dropKernelIngress(nft: NftRunner, uplink: string): Promise<void> {
-  return nft(
+export function dropKernelIngress(nft: Nft, uplink: string): Promise<void> {
+  return nft.apply(
     [
       ...dropTable('netdev', TABLE),
       `table netdev ${TABLE} {`,
@@ -30,6 +30,6 @@ export function dropKernelIngress(nft: NftRunner, uplink: string): Promise<void>
 }
 
 /** Equivalent to: `nft delete table netdev podwire_uplink`; nothing to do when it is not there. */
-export function restoreKernelIngress(nft: NftRunner): Promise<void> {
-  return nft([...dropTable('netdev', TABLE), ''].join('\n'));
+export function restoreKernelIngress(nft: Nft): Promise<void> {
+  return nft.apply([...dropTable('netdev', TABLE), ''].join('\n'));
 }
