@@ -11,6 +11,7 @@ import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
 import { formatIp } from '../ipam/ip.js';
+import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
 import { UplinkBridging } from './bridging.js';
@@ -22,6 +23,7 @@ import type { AgentContext } from './context.js';
 import { controlMethods } from './control-methods.js';
 import { ControlServer, controlSocketPath } from './control-server.js';
 import { createDatapath, gatewayInterface } from './datapath-select.js';
+import { IDLE_RELEASE_QUIET_MS, IdleRelease, v8Gc } from './idle-release.js';
 import type { Logger } from './log.js';
 import { CniMetrics } from './metrics.js';
 import { agentGauges } from './metrics-gauges.js';
@@ -116,7 +118,9 @@ export class Agent {
       closers.push(() => announcer.cancelAll());
       const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log, cluster: cluster.node };
       await reconcile(ctx);
-      const scheduler = new Scheduler(config.maxParallel);
+      const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
+      closers.push(() => release.close());
+      const scheduler = new Scheduler(config.maxParallel, release);
       const metrics = new CniMetrics();
       const dispatcher = new CniDispatcher(ctx, scheduler, metrics);
       if (config.metricsAddress) {

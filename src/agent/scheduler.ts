@@ -3,17 +3,27 @@
  * order; calls on different attachments run in parallel, at most `limit` at once.
  */
 
+/** Told when the scheduler goes from idle to busy and back (e.g. `IdleRelease`). Must not throw. */
+export interface SchedulerHooks {
+  /** A call arrived while none was running or queued. */
+  busy(): void;
+  /** The last running or queued call settled. */
+  idle(): void;
+}
+
 export class Scheduler {
   readonly limit: number;
+  readonly #hooks: SchedulerHooks | undefined;
   /** Tail of the queue per key; an entry exists if and only if a call on that key is queued or running. */
   readonly #tails = new Map<string, Promise<void>>();
   #running = 0;
   readonly #waiting: Array<() => void> = [];
 
-  constructor(limit: number) {
+  constructor(limit: number, hooks?: SchedulerHooks) {
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError(`scheduler limit must be >= 1, got ${limit}`);
     this.limit = limit;
+    this.#hooks = hooks;
   }
 
   /** Calls in flight or waiting for a slot. */
@@ -43,6 +53,7 @@ export class Scheduler {
       release = resolve;
     });
     const tail = previous ? previous.then(() => mine) : mine;
+    if (this.#tails.size === 0) this.#hooks?.busy();
     this.#tails.set(key, tail);
     try {
       if (previous) await previous;
@@ -55,7 +66,10 @@ export class Scheduler {
     } finally {
       release();
       if (this.#tails.get(key) === tail) this.#tails.delete(key);
-      if (this.#tails.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+      if (this.#tails.size === 0) {
+        for (const wake of this.#idleWaiters.splice(0)) wake();
+        this.#hooks?.idle();
+      }
     }
   }
 

@@ -1,8 +1,9 @@
 /** `podwire agent --config FILE`: runs the node agent in the foreground until SIGTERM or SIGINT. */
 import { Agent } from '../agent/agent.js';
 import { loadAgentConfig } from '../agent/config.js';
+import { v8Gc } from '../agent/idle-release.js';
 import { jsonLogger } from '../agent/log.js';
-import { threadpoolWarning } from '../agent/runtime.js';
+import { idleGcWarning, threadpoolWarning } from '../agent/runtime.js';
 import { PodwireError } from '../cni/errors.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
@@ -13,8 +14,8 @@ async function runAgent(args: CliArgs, out: (s: string) => void): Promise<number
     return 2;
   }
   const log = jsonLogger();
-  const pool = threadpoolWarning();
-  if (pool) log.warn(pool);
+  for (const warning of [threadpoolWarning(), idleGcWarning(v8Gc() !== undefined)])
+    if (warning) log.warn(warning);
   let agent: Agent;
   try {
     agent = await Agent.start(loadAgentConfig(args.config), log);

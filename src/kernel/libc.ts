@@ -19,6 +19,7 @@ const c = {
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
   close: libc.func('int close(int fd)'),
   setns: libc.func('int setns(int fd, int nstype)'),
+  malloc_trim: libc.func('int malloc_trim(size_t pad)'),
 };
 
 const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, n]) => [n, name]));
@@ -169,4 +170,13 @@ export function closeAsync(fd: number): Promise<void> {
 /** Equivalent to setns(2): moves the calling thread only into the namespace behind `fd`. */
 export function setns(fd: number, nstype: number): void {
   check('setns', c.setns(fd, nstype) as number);
+}
+
+/**
+ * Equivalent to malloc_trim(3) with pad 0: glibc returns to the kernel the free memory of every malloc
+ * arena, pages inside the heap included (MADV_DONTNEED), not only the top of the main heap that
+ * free() itself gives back. Returns whether any memory was released.
+ */
+export function mallocTrim(): boolean {
+  return (c.malloc_trim(0) as number) === 1;
 }

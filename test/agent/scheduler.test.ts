@@ -84,3 +84,17 @@ test('idle resolves once every queued and running call has settled', async () =>
   assert.equal(done, 3);
   await Promise.all(calls);
 });
+
+test('hooks: busy when the first call arrives, idle when the last settles, once per idle period', async () => {
+  const events: string[] = [];
+  const s = new Scheduler(2, { busy: () => events.push('busy'), idle: () => events.push('idle') });
+  await Promise.all([
+    s.run('a', () => sleep(10)),
+    s.run('a', () => sleep(5)),
+    s.run('b', () => sleep(15)),
+    s.run('c', async () => Promise.reject(new Error('boom'))).catch(() => undefined),
+  ]);
+  assert.deepEqual(events, ['busy', 'idle']);
+  await s.run('a', async () => undefined);
+  assert.deepEqual(events, ['busy', 'idle', 'busy', 'idle']);
+});
