@@ -3,12 +3,10 @@
  * vlan_filtering 1`): a port's VLANs are IFLA_BRIDGE_VLAN_INFO entries (struct bridge_vlan_info
  * { u16 flags; u16 vid; }) in the IFLA_AF_SPEC of an AF_BRIDGE link message. `Rtnetlink` delegates here.
  */
-import { constants } from 'node:os';
 import { PodwireError } from '../../cni/errors.js';
-import { KernelError } from '../libc.js';
-import { attrType, type RtAttr, u8 } from './attributes.js';
-import { dataView, HOST_LITTLE_ENDIAN } from './codec.js';
-import { decodeLinkBody, encodeLinkBody, ifInfoMsg } from './link-message.js';
+import { attrType, decodeAttributes, encodeAttributes, type RtAttr, u8 } from './attributes.js';
+import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
+import { encodeLinkBody, ifInfoMsg } from './link-message.js';
 import type { NetlinkSocket } from './socket.js';
 import {
   BRIDGE_FLAGS_SELF,
@@ -19,9 +17,25 @@ import {
   IFLA_BRIDGE_VLAN_INFO,
   RTEXT_FILTER_BRVLAN,
 } from './uapi/if-bridge.js';
+import { IFLA_AF_SPEC } from './uapi/if-link.js';
+import { NLA_F_NESTED } from './uapi/netlink.js';
 import * as R from './uapi/rtnetlink.js';
 
 const AF_BRIDGE = 7;
+/** sizeof(struct ifinfomsg) */
+const IFINFOMSG_LEN = 16;
+
+/**
+ * An AF_BRIDGE link message for port `index` carrying IFLA_AF_SPEC. (The link codec leaves
+ * IFLA_AF_SPEC out: in ordinary link messages it is the kernel's per-family configuration, which
+ * nothing in podwire reads.)
+ */
+function bridgeLinkBody(index: number, spec: RtAttr[]): Uint8Array {
+  return concatBytes([
+    encodeLinkBody({ ifi: ifInfoMsg({ family: AF_BRIDGE, index }), attrs: {} }),
+    encodeAttributes([{ type: IFLA_AF_SPEC | NLA_F_NESTED, value: encodeAttributes(spec) }]),
+  ]);
+}
 
 /** One VLAN of a bridge port, as `bridge vlan show` lists it. */
 export interface BridgeVlan {
@@ -72,25 +86,20 @@ export function setVlanFiltering(sock: NetlinkSocket, index: number, on: boolean
 
 /** Equivalent to: `bridge vlan add dev INDEX vid VID [pvid] [untagged] [self]`; replaces its flags. */
 export function addVlan(sock: NetlinkSocket, index: number, vid: number, o: BridgeVlanOptions = {}): void {
-  const ifi = ifInfoMsg({ family: AF_BRIDGE, index });
-  sock.request(R.RTM_SETLINK, 0, encodeLinkBody({ ifi, attrs: { afSpec: vlanSpec(vid, o) } }));
+  sock.request(R.RTM_SETLINK, 0, bridgeLinkBody(index, vlanSpec(vid, o)));
 }
 
-/** Equivalent to: `bridge vlan del dev INDEX vid VID [self]`. False when the port did not have it. */
+/**
+ * Equivalent to: `bridge vlan del dev INDEX vid VID [self]`. Idempotent: the kernel answers success
+ * whether the port had the VLAN or not.
+ */
 export function deleteVlan(
   sock: NetlinkSocket,
   index: number,
   vid: number,
   o: { self?: boolean } = {},
-): boolean {
-  const ifi = ifInfoMsg({ family: AF_BRIDGE, index });
-  try {
-    sock.request(R.RTM_DELLINK, 0, encodeLinkBody({ ifi, attrs: { afSpec: vlanSpec(vid, o) } }));
-    return true;
-  } catch (err) {
-    if (err instanceof KernelError && err.errno === constants.errno.ENOENT) return false;
-    throw err;
-  }
+): void {
+  sock.request(R.RTM_DELLINK, 0, bridgeLinkBody(index, vlanSpec(vid, o)));
 }
 
 /** Equivalent to: `bridge vlan show dev INDEX`: the VLANs of one port (or of the bridge itself). */
@@ -101,9 +110,13 @@ export function vlans(sock: NetlinkSocket, index: number): BridgeVlan[] {
   });
   const out: BridgeVlan[] = [];
   for (const m of sock.dump(R.RTM_GETLINK, request)) {
-    const body = decodeLinkBody(m.payload);
-    if (body.ifi.index !== index) continue;
-    for (const a of body.attrs.afSpec ?? []) {
+    // Read raw: in AF_BRIDGE dumps IFLA_PROTINFO is a nest, not the one byte the link codec sends.
+    if (m.payload.length < IFINFOMSG_LEN || dataView(m.payload).getInt32(4, HOST_LITTLE_ENDIAN) !== index)
+      continue;
+    const spec = decodeAttributes(m.payload.subarray(IFINFOMSG_LEN)).find(
+      (a) => attrType(a) === IFLA_AF_SPEC,
+    );
+    for (const a of spec ? decodeAttributes(spec.value) : []) {
       if (attrType(a) !== IFLA_BRIDGE_VLAN_INFO || a.value.length < 4) continue;
       const v = dataView(a.value);
       const flags = v.getUint16(0, HOST_LITTLE_ENDIAN);

@@ -87,8 +87,6 @@ export interface LinkAttributes {
   maxMtu?: number;
   /** IFLA_PROTINFO in its binary form (a bridge port's BR_STATE_*); only sent, with family AF_BRIDGE. */
   protinfoState?: number;
-  /** IFLA_AF_SPEC as raw attributes; with family AF_BRIDGE, IFLA_BRIDGE_* (a port's VLANs). */
-  afSpec?: RtAttr[];
 }
 
 /** IFLA_LINKINFO. For kind 'veth' the data nest is typed as `peer`; other kinds keep raw `data`. */
@@ -174,7 +172,6 @@ const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
   minMtu: { type: L.IFLA_MIN_MTU, codec: u32 },
   maxMtu: { type: L.IFLA_MAX_MTU, codec: u32 },
   protinfoState: { type: L.IFLA_PROTINFO, codec: u8 },
-  afSpec: { type: L.IFLA_AF_SPEC, codec: attrList },
 };
 
 export function encodeLinkBody(body: LinkBody): Uint8Array {

@@ -231,9 +231,9 @@ export class Rtnetlink implements Disposable {
     BridgeVlanOps.addVlan(this.#sock, index, vid, options);
   }
 
-  /** Equivalent to: `bridge vlan del dev INDEX vid VID [self]`; false when it was not there. */
-  deleteBridgeVlan(index: number, vid: number, options?: { self?: boolean }): boolean {
-    return BridgeVlanOps.deleteVlan(this.#sock, index, vid, options);
+  /** Equivalent to: `bridge vlan del dev INDEX vid VID [self]`; idempotent. */
+  deleteBridgeVlan(index: number, vid: number, options?: { self?: boolean }): void {
+    BridgeVlanOps.deleteVlan(this.#sock, index, vid, options);
   }
 
   /** Equivalent to: `bridge vlan show dev INDEX`. */

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Runs some of podwire's kernel tests inside a VM on Debian's own kernel, for what the kernel of
+# these machines is built without: bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING) and 802.1Q
+# devices. The guest sees this machine's root file system read-only over virtio-9p and runs the
+# already built tests from it (`npm run build` first); it has no network device.
+#
+#   scripts/vm-kernel-test.sh dist/test/kernel/netlink/bridge-vlan.test.js ...
+#
+# Needs root, qemu-system-x86 and busybox-static (both Debian packages); downloads Debian's kernel
+# package (linux-image-amd64) once into $PODWIRE_VM_CACHE (default /var/cache/podwire-vm). Uses KVM
+# when /dev/kvm exists. Exits with the tests' status; prints their TAP output.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+[ "$#" -gt 0 ] || { echo "usage: $0 TEST.js..." >&2; exit 2; }
+for t in "$@"; do [ -f "$t" ] || { echo "vm-kernel-test: no $t (npm run build first?)" >&2; exit 2; }; done
+command -v qemu-system-x86_64 >/dev/null || { echo "vm-kernel-test: qemu-system-x86_64 missing (apt-get install qemu-system-x86)" >&2; exit 2; }
+busybox=/bin/busybox
+[ -x "$busybox" ] || { echo "vm-kernel-test: busybox-static missing" >&2; exit 2; }
+
+cache=${PODWIRE_VM_CACHE:-/var/cache/podwire-vm}
+mkdir -p "$cache"
+if [ ! -d "$cache/root/boot" ]; then
+  pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  [ -n "$pkg" ] || { echo "vm-kernel-test: no linux-image package known to apt (apt-get update?)" >&2; exit 2; }
+  (cd "$cache" && apt-get download -qq "$pkg")
+  dpkg-deb -x "$cache"/"$pkg"_*.deb "$cache/root.tmp"
+  rm -f "$cache"/"$pkg"_*.deb
+  mv "$cache/root.tmp" "$cache/root"
+fi
+kver=$(basename "$(ls -d "$cache"/root/lib/modules/*)")
+[ -f "$cache/root/lib/modules/$kver/modules.dep" ] || depmod -b "$cache/root" "$kver"
+mods=$cache/root/lib/modules/$kver/kernel
+
+work=$(mktemp -d /tmp/podwire-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+init=$work/initramfs
+mkdir -p "$init"/{bin,proc,sys,dev,host,mods}
+cp "$busybox" "$init/bin/busybox"
+# Modules in load order (dependencies first), from modules.dep, as paths under kernel/.
+declare -A seen=()
+ordered=()
+load_order() {
+  local m=$1 dep
+  [ -n "${seen[$m]:-}" ] && return
+  seen[$m]=1
+  for dep in $(awk -v m="$m:" '$1 == m { $1 = ""; print }' "$cache/root/lib/modules/$kver/modules.dep"); do
+    load_order "$dep"
+  done
+  ordered+=("${m#kernel/}")
+}
+# What mounts this machine's root over virtio-9p (copied into the initramfs), then what the tests use
+# (loaded from the mounted copy: the guest has no modprobe of its own).
+for m in fs/9p/9p net/9p/9pnet_virtio drivers/virtio/virtio_pci; do load_order "kernel/$m.ko"; done
+root_mods=("${ordered[@]}")
+ordered=()
+for m in net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables; do load_order "kernel/$m.ko"; done
+test_mods=("${ordered[@]}")
+for m in "${root_mods[@]}"; do cp "$mods/$m" "$init/mods/"; done
+
+tests="$*"
+cat > "$init/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $(for m in "${root_mods[@]}"; do printf '%s ' "$(basename "$m")"; done); do insmod /mods/\$m || echo "insmod \$m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
+for m in ${test_mods[*]}; do insmod /host$mods/\$m || echo "insmod \$m failed"; done
+mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
+mount -t tmpfs tmp /host/tmp; mount -t tmpfs run /host/run
+chroot /host /bin/sh -c 'ip link set lo up; cd $repo && node --test --test-reporter=tap --test-concurrency=1 $tests'
+echo "PODWIRE-VM-EXIT \$?"
+poweroff -f
+EOF
+chmod +x "$init/init"
+(cd "$init" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
+
+accel=()
+# KVM here starts the guest but its kernel never prints a line (nested virtualisation); opt in.
+[ "${PODWIRE_VM_KVM:-0}" = 1 ] && accel=(-enable-kvm)
+out=$work/console.log
+timeout "${PODWIRE_VM_TIMEOUT:-900}" qemu-system-x86_64 "${accel[@]}" -m 2048 -smp 2 -nographic -no-reboot -nic none \
+  -kernel "$cache/root/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
+  -append "console=ttyS0 loglevel=${PODWIRE_VM_LOGLEVEL:-3} panic=-1" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on >"$out" 2>&1 || true
+tr -d '\r' < "$out" > "$out.txt"
+sed -n '/^TAP version/,$p' "$out.txt" | grep -v '^PODWIRE-VM-EXIT' || true
+status=$(awk '/^PODWIRE-VM-EXIT/ {print $2}' "$out.txt")
+if [ -z "$status" ] || ! grep -q '^TAP version' "$out.txt"; then
+  echo "vm-kernel-test: the guest ran no test (exit ${status:-none}); the end of its console:" >&2
+  tail -40 "$out.txt" >&2
+  exit 1
+fi
+exit "$status"
