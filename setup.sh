@@ -32,6 +32,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
 fi
+# scripts/vm-kernel-test.sh (npm run test:vm): qemu alone, without the firmware and desktop bits it recommends.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  echo "setup: installing qemu-system-x86"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null
+fi
 
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
 npm run build

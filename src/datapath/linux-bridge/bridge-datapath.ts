@@ -122,7 +122,6 @@ export class BridgeDatapath implements Datapath {
       uplink.mac,
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
-    this.#uplinkIndex = uplink.index;
     await this.attachPort({
       hostIfname: uplink.ifname,
       hostIfindex: uplink.index,
@@ -131,6 +130,9 @@ export class BridgeDatapath implements Datapath {
       podMac: '',
       podIps: [],
     });
+    this.#uplinkIndex = uplink.index;
+    // Pods of a VLAN attached before (an agent restart re-attaches the uplink): the uplink carries them.
+    for (const vid of this.#podVlans()) this.#o.nl.addBridgeVlan(uplink.index, vid);
   }
 
   /** Equivalent to: `ip link set UPLINK nomaster; ip link set BRIDGE address TARGETMAC`. */
@@ -196,6 +198,17 @@ export class BridgeDatapath implements Datapath {
 
   async stop(): Promise<void> {
     this.#bridgeIndex = 0;
+  }
+
+  /** The VLANs (other than the default, 1) of the bridge's ports, the uplink's aside. */
+  #podVlans(): Set<number> {
+    const { nl } = this.#o;
+    const vids = new Set<number>();
+    for (const l of nl.links()) {
+      if (l.masterIndex !== this.#bridgeIndex || l.index === this.#uplinkIndex) continue;
+      for (const v of nl.bridgeVlans(l.index)) if (v.vid !== 1) vids.add(v.vid);
+    }
+    return vids;
   }
 
   /**
