@@ -3,8 +3,8 @@
  * per pod): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
  * runs in its own namespace; a test's runs in the throwaway node namespace it made.
  */
-import { spawn } from 'node:child_process';
 import { PodwireError } from '../cni/errors.js';
+import { type Run, run } from '../process/run.js';
 
 /** nftables in one network namespace. */
 export interface Nft {
@@ -29,28 +29,15 @@ export function nftIn(netns?: string): Nft {
   };
 }
 
-function exec(cmd: string, args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    child.on('error', (err) =>
-      reject(new PodwireError('ERR_DATAPATH', `nft: ${err.message} (is nftables installed?)`)),
-    );
-    child.on('close', (code) =>
-      code === 0
-        ? resolve(stdout)
-        : reject(new PodwireError('ERR_DATAPATH', `nft exited ${code}: ${stderr.trim()}`)),
-    );
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(input ?? '');
-  });
+async function exec(cmd: string, args: string[], input?: string): Promise<string> {
+  let r: Run;
+  try {
+    r = await run(cmd, args, input === undefined ? {} : { input });
+  } catch (err) {
+    throw new PodwireError('ERR_DATAPATH', `nft: ${String(err)} (is nftables installed?)`);
+  }
+  if (r.code !== 0) throw new PodwireError('ERR_DATAPATH', `nft exited ${r.code}: ${r.stderr.trim()}`);
+  return r.stdout;
 }
 
 /** Lines that create `family name` if missing and then delete it: an idempotent "drop the table". */
