@@ -6,6 +6,14 @@ import type { Scheduler } from './scheduler.js';
 
 export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] {
   return [
+    // First: the scrape reads every gauge at once, and later ones (the Linux bridge's guard counters)
+    // run `nft`, whose pipes would otherwise be counted as the agent's.
+    {
+      name: 'podwire_open_fds',
+      help: "The agent's open file descriptors.",
+      type: 'gauge',
+      read: () => [{ labels: {}, value: openDescriptors() }],
+    },
     {
       name: 'podwire_cni_requests_in_flight',
       help: 'CNI calls being served or waiting for a slot.',
@@ -48,12 +56,6 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
           labels: { guard: d.guard },
           value: d.packets,
         })),
-    },
-    {
-      name: 'podwire_open_fds',
-      help: "The agent's open file descriptors.",
-      type: 'gauge',
-      read: () => [{ labels: {}, value: openDescriptors() }],
     },
     {
       name: 'podwire_cluster_store_healthy',
