@@ -226,5 +226,8 @@ describe('deploy/ against podwire', () => {
     assert.match(finalStage, /^COPY deploy\/install-cni\.mjs deploy\/install-cni\.mjs$/m);
     assert.match(finalStage, /^COPY bin\/podwire bin\/podwire$/m);
     assert.match(finalStage, /^ENV PATH=\/opt\/podwire\/bin:\$PATH$/m);
+    // The programs the agent runs: nft (src/kernel/nft.ts) and ovs-ofctl (src/datapath/ovs/ofctl.ts).
+    assert.match(finalStage, /apt-get install [^\n]*\bnftables\b/);
+    assert.match(finalStage, /apt-get install [^\n]*\bopenvswitch-common\b/);
   });
 });
