@@ -113,7 +113,11 @@ interface PingTally {
   lost: number[];
 }
 
-/** `ping -c N -i I`: which probes got a reply. */
+/**
+ * `ping -c N -i I`: which probes got a reply. A deadline (`-w`) rather than `-W`, which waits only two
+ * round trips for the last reply: on a loaded machine a late reply would count as lost. With `-w`,
+ * ping sends more than N probes when some go unanswered.
+ */
 async function pingCount(ns: string, ip: string, count: number, interval: number): Promise<PingTally> {
   const r = await run('ip', [
     'netns',
@@ -125,8 +129,8 @@ async function pingCount(ns: string, ip: string, count: number, interval: number
     String(count),
     '-i',
     String(interval),
-    '-W',
-    '1',
+    '-w',
+    String(Math.ceil(count * interval) + 3),
     ip,
   ]);
   const m = /(\d+) packets transmitted, (\d+) received(?:, \+(\d+) duplicates)?/.exec(r.stdout);
@@ -426,7 +430,7 @@ for (const datapath of DATAPATHS) {
       console.log(
         `${datapath}: probes 0.05 s apart lost at the stop ${atStop}, at the start ${atStart} (of ${p.sent}); duplicates ${p.duplicates}`,
       );
-      assert.equal(p.sent, 160);
+      assert.ok(p.sent >= 160, `sent ${p.sent}`); // more when some went unanswered (-w)
       assert.ok(atStop * 0.05 <= 1, `lost ${atStop} probes (${atStop * 0.05} s) at the stop`);
       assert.ok(atStart * 0.05 <= 1, `lost ${atStart} probes (${atStart * 0.05} s) at the start`);
       assert.equal(stopped.master, undefined, 'eth0 left the bridge');

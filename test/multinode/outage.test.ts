@@ -22,13 +22,18 @@ async function storeHealthy(m: ClusterMember): Promise<boolean> {
   return (JSON.parse(r.stdout) as { cluster: { health: { ok: boolean } } }).cluster.health.ok;
 }
 
-/** `ping -i 0.2` for `seconds`; resolves with [sent, received]. */
+/**
+ * `ping -i 0.2` for `seconds`; resolves with [sent, received]. A deadline (`-w`), not `-W`: with `-W`
+ * ping waits only two round trips (microseconds here) for the last reply, so on a loaded machine a
+ * reply that was merely late counted as lost.
+ */
 function continuousPing(ns: string, ip: string, seconds: number): Promise<[number, number]> {
   return new Promise((resolve, reject) => {
     const count = Math.ceil(seconds * 5);
+    const deadline = String(Math.ceil(seconds) + 3);
     const child = spawn(
       'ip',
-      ['netns', 'exec', ns, 'ping', '-i', '0.2', '-W', '1', '-c', String(count), ip],
+      ['netns', 'exec', ns, 'ping', '-i', '0.2', '-w', deadline, '-c', String(count), ip],
       {
         stdio: ['ignore', 'pipe', 'ignore'],
       },
