@@ -3,10 +3,11 @@
  * (DESIGN.md, I5). Every table ends in an explicit priority-0 flow, so what a table drops is counted
  * in that flow's n_packets.
  *
- *   0  CLASSIFIER       uplink (bridging mode) -> 50; ARP -> 10; gateway port (its own MAC) -> 50;
+ *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway
+ *                       port (its own MAC) -> 50;
  *                       RA, redirect: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
  *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod and of the gateway -> 20; else drop
- *  20  ARP_RESPONDER    who-has GATEWAY_IP from a pod: answered here, back out of its port; else -> 50
+ *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
  *                       MAC or none) -> 40; else drop
  *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 50; else drop
@@ -116,6 +117,9 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
   const mac = gw.mac.toLowerCase();
   const T = TABLE;
   const out = [
+    // A pod sends untagged frames: one with its own 802.1Q tag would pass the guards (they match the
+    // ethertype inside the tag) and leave the uplink on the VLAN it chose. Only the uplink (above) tags.
+    flow(c, T.CLASSIFIER, 255, 'vlan_tci=0x1000/0x1000', 'drop'),
     flow(c, T.CLASSIFIER, 250, 'arp', goto(T.ARP_SPOOF_GUARD)),
     flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.L2_FORWARDING)),
     // Pods are hosts: a router advertisement or a redirect from one is dropped (the gateway's pass above).

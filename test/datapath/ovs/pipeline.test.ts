@@ -126,6 +126,14 @@ test('bridging mode: the node IP is a pair of the gateway; the underlay is forwa
     fromUplink.every((f) => f.priority > 250),
     'before the ARP guard: the underlay is not ours to guard',
   );
+  const tagged = flows.find(
+    (f) => f.table === TABLE.CLASSIFIER && f.match.join() === 'vlan_tci=0x1000/0x1000',
+  );
+  assert.equal(tagged?.actions, 'drop', 'a tag from any other port is dropped');
+  assert.ok(
+    (tagged?.priority ?? 0) > 250 && fromUplink.every((f) => f.priority > (tagged?.priority ?? 0)),
+    'after the uplink, before every guard',
+  );
   const out = flows.filter((f) => f.table === TABLE.L2_FORWARDING && f.actions.endsWith('output:2'));
   assert.deepEqual(
     out.map((f) => [f.match.join(), f.actions]),

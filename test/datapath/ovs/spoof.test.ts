@@ -88,6 +88,23 @@ describe('OVS spoof guards', { skip: !scapyAvailable() && 'python3-scapy is not 
     );
   });
 
+  test('a frame a pod tags itself (802.1Q) is dropped, whatever it carries', async () => {
+    const a = attacker;
+    const cap = await capture(neighbour.ns, 'eth0', 'arp or vlan');
+    // Its own addresses, inside a tag: the guards alone (which match the inner ethertype) would pass it.
+    await scapy.send(
+      `Ether(src='${a.mac}', dst='${BCAST}')/Dot1Q(vlan=100)/ARP(op=1, hwsrc='${a.mac}', psrc='${a.v4}', pdst='${neighbour.v4}')`,
+      3,
+    );
+    await scapy.send(arp(a.mac, a.mac, a.v4, neighbour.v4), 1);
+    const lines = await cap.stop();
+    assert.ok(
+      lines.some((l) => l.includes(`who-has ${neighbour.v4} tell ${a.v4}`)),
+      `the untagged ARP arrives:\n${lines.join('\n')}`,
+    );
+    assert.ok(!lines.some((l) => l.includes('vlan 100')), `tagged frame seen:\n${lines.join('\n')}`);
+  });
+
   test("ARP claiming the gateway's IP is dropped", async () => {
     const a = attacker;
     const lines = await attempt(
