@@ -77,10 +77,11 @@ for m in $(for m in "${root_mods[@]}"; do printf '%s ' "$(basename "$m")"; done)
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
 for m in ${test_mods[*]}; do insmod /host$mods/\$m || echo "insmod \$m failed"; done
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
-# /run is the guest's own; /tmp stays this machine's (read-only: the repository may live there, as a
+# PODWIRE_VM_GUEST=1: the suites fail instead of skipping when the kernel lacks what they test (a
+# module that did not load must not turn the run green). /run is the guest's own; /tmp stays this machine's (read-only: the repository may live there, as a
 # CI clone does), so temporary files go to TMPDIR under /run.
 mount -t tmpfs run /host/run; mkdir -p /host/run/tmp
-chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp node --test --test-reporter=tap --test-concurrency=1 $tests'
+chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 node --test --test-reporter=tap --test-concurrency=1 $tests'
 echo "PODWIRE-VM-EXIT \$?"
 poweroff -f
 EOF

@@ -68,6 +68,10 @@ export class BridgeDatapath implements Datapath {
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
     await this.#guardArp(link.mac ?? '', []);
     this.#bridgeIndex = link.index;
+    // With VLAN filtering on from the start, every port is an untagged member of VLAN 1 only: a frame
+    // a pod tags itself is dropped where it enters, instead of leaving the uplink on a VLAN of the
+    // pod's choosing. A kernel without it cannot hold pods of a VLAN either (attachPort refuses them).
+    this.#vlanFilteringOn();
   }
 
   /** The gateway's ARP guard for its MAC and addresses (gateway-arp-guard.ts). */
@@ -212,11 +216,20 @@ export class BridgeDatapath implements Datapath {
   }
 
   /**
-   * Turns VLAN filtering on (`ip link set BRIDGE type bridge vlan_filtering 1`) the first time a pod of
-   * a VLAN comes; every port so far stays an untagged member of VLAN 1, so nothing else changes. A
-   * kernel built without CONFIG_BRIDGE_VLAN_FILTERING refuses, and so does the ADD, clearly.
+   * A pod of a VLAN needs the bridge to filter VLANs (`ip link set BRIDGE type bridge vlan_filtering 1`,
+   * done at start). A kernel built without CONFIG_BRIDGE_VLAN_FILTERING refuses, and so does the ADD,
+   * clearly.
    */
   #requireVlanFiltering(vlan: number): void {
+    if (!this.#vlanFilteringOn())
+      throw new PodwireError(
+        'ERR_DATAPATH',
+        `pod VLAN ${vlan}: the kernel's bridge ${this.#o.bridge} cannot filter VLANs (built without CONFIG_BRIDGE_VLAN_FILTERING); pools with a VLAN need such a kernel or the OVS datapath`,
+      );
+  }
+
+  /** Turns VLAN filtering on once (idempotent in the kernel); false when the kernel cannot. */
+  #vlanFilteringOn(): boolean {
     if (this.#vlanFiltering === undefined) {
       try {
         this.#o.nl.setBridgeVlanFiltering(this.#requireBridge(), true);
@@ -226,11 +239,7 @@ export class BridgeDatapath implements Datapath {
         this.#vlanFiltering = false;
       }
     }
-    if (!this.#vlanFiltering)
-      throw new PodwireError(
-        'ERR_DATAPATH',
-        `pod VLAN ${vlan}: the kernel's bridge ${this.#o.bridge} cannot filter VLANs (built without CONFIG_BRIDGE_VLAN_FILTERING); pools with a VLAN need such a kernel or the OVS datapath`,
-      );
+    return this.#vlanFiltering;
   }
 
   #requireBridge(): number {
