@@ -85,8 +85,18 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
         try {
           await ctx.datapath.attachPort({ ...port, podMac: '', podIps: ips });
         } catch (err) {
-          // Nothing recorded (e.g. OVSDB was reset): attach afresh from the claims, whose MAC follows
-          // the address (pod-mac.ts).
+          // Nothing recorded (e.g. OVSDB was reset). A pool pod's VLAN is not in its claims: attached
+          // afresh it would land untagged, in the node's own L2. It stays detached, and says so.
+          const pools = ctx.ipam.lookup(att).filter((a) => a.rangeId.startsWith('pool/'));
+          if (pools.length > 0) {
+            ctx.log.error('not re-attaching a pool pod the datapath has no record of: its VLAN is unknown', {
+              hostVeth: name,
+              ranges: pools.map((a) => a.rangeId),
+              err: String(err),
+            });
+            return;
+          }
+          // Otherwise attach afresh from the claims, whose MAC follows the address (pod-mac.ts).
           ctx.log.warn('re-attaching from the IPAM claims', { hostVeth: name, err: String(err) });
           await ctx.datapath.attachPort({ ...port, podMac: podMac(ips), podIps: ips });
         }

@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { controlSocketPath } from '../../src/agent/control-server.js';
+import { hostVethName } from '../../src/agent/host-veth.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import { TestCluster } from '../testbed/cluster.js';
@@ -408,6 +409,37 @@ for (const datapath of DATAPATHS) {
         await router?.stop();
         await store.pools.deletePool('blue');
         await store.pools.deletePool('red');
+      }
+    });
+
+    test('a pool pod whose OVS port record is gone is not re-attached untagged at restart', {
+      skip: datapath !== 'ovs' && "OVS only: the Linux bridge keeps a port's VLANs in the kernel",
+    }, async () => {
+      const [a] = cluster.members;
+      if (!a?.node.ovs) throw new Error('node');
+      await store.pools.createPool({
+        name: 'lost',
+        ranges: ['10.101.0.10-10.101.0.19'],
+        subnet: { gateway: '10.101.0.1', prefixLength: 24 },
+        vlan: 101,
+      });
+      const ns = await a.node.addPod('lost');
+      const add = await addRetryingStore(a, 'lost-pod', ns, 'PODWIRE_POOL=lost');
+      assert.equal(add.code, 0, add.stdout);
+      const veth = hostVethName('lost-pod', 'eth0');
+      try {
+        await a.node.stopAgent('SIGTERM');
+        // OVSDB loses the port (say, it was reset); the veth and the claim stay.
+        await a.node.ovs.vsctl('del-port', 'br-podwire', veth);
+        const from = a.node.logs.length;
+        await a.node.startAgent();
+        assert.match(a.node.logs.slice(from), /not re-attaching a pool pod/);
+        const ports = (await a.node.ovs.vsctl('list-ports', 'br-podwire')).split('\n');
+        assert.ok(!ports.includes(veth), 'the pod stays detached rather than joining the untagged L2');
+      } finally {
+        const del = await a.node.cni({ command: 'DEL', containerId: 'lost-pod', netns: ns });
+        assert.equal(del.code, 0, del.stdout);
+        await store.pools.deletePool('lost');
       }
     });
 
