@@ -80,7 +80,7 @@ export class Agent {
       // MTU are known: in cluster mode after the lease, before the overlay, which sends through it.
       let datapath: Datapath | undefined;
       const nodeSide = async (podCIDRs: string[], mtu: number): Promise<number | undefined> => {
-        const dp = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs));
+        const dp = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs), log);
         await dp.start();
         closers.push(() => dp.stop());
         datapath = dp;

@@ -6,9 +6,15 @@ import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { nftIn } from '../kernel/nft.js';
 import { writeSysctl } from '../kernel/sysctl.js';
 import type { AgentConfig } from './config.js';
+import type { Logger } from './log.js';
 
 /** `nl` is the agent's node-namespace netlink socket; the datapath borrows it, the agent closes it. */
-export function createDatapath(config: AgentConfig, nl: Rtnetlink, gateways: GatewayAddress[]): Datapath {
+export function createDatapath(
+  config: AgentConfig,
+  nl: Rtnetlink,
+  gateways: GatewayAddress[],
+  log?: Logger,
+): Datapath {
   const common = {
     nl,
     bridge: config.bridge,
@@ -19,7 +25,10 @@ export function createDatapath(config: AgentConfig, nl: Rtnetlink, gateways: Gat
   };
   switch (config.datapath) {
     case 'linux-bridge':
-      return new BridgeDatapath(common);
+      return new BridgeDatapath({
+        ...common,
+        ...(log ? { warn: (msg, fields) => log.warn(msg, fields) } : {}),
+      });
     case 'ovs':
       return new OvsDatapath({
         ...common,

@@ -1,10 +1,14 @@
 /**
- * nftables through the `nft` binary, for the few rules podwire installs once per agent start (never
- * per pod): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
+ * nftables through the `nft` binary, for the few chains podwire installs at agent start and when
+ * bridging moves the uplink (never per pod; the Linux bridge's guard counters are also read per metrics
+ * scrape): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
  * runs in its own namespace; a test's runs in the throwaway node namespace it made.
  */
 import { PodwireError } from '../cni/errors.js';
 import { type Run, run } from '../process/run.js';
+
+/** A wedged `nft` must not hang the agent's start, stop or a metrics scrape. */
+const NFT_TIMEOUT_MS = 10_000;
 
 /** nftables in one network namespace. */
 export interface Nft {
@@ -32,7 +36,7 @@ export function nftIn(netns?: string): Nft {
 async function exec(cmd: string, args: string[], input?: string): Promise<string> {
   let r: Run;
   try {
-    r = await run(cmd, args, input === undefined ? {} : { input });
+    r = await run(cmd, args, { timeoutMs: NFT_TIMEOUT_MS, ...(input === undefined ? {} : { input }) });
   } catch (err) {
     throw new PodwireError('ERR_DATAPATH', `nft: ${String(err)} (is nftables installed?)`);
   }

@@ -7,11 +7,14 @@ export interface Run {
   stderr: string;
 }
 
-/** Runs a command to completion; never rejects on a non-zero exit (the caller asserts on `code`). */
+/**
+ * Runs a command to completion; never rejects on a non-zero exit (the caller asserts on `code`).
+ * `timeoutMs`: the child is killed (SIGKILL) once it has run that long, and `code` is -1.
+ */
 export function run(
   cmd: string,
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; input?: string } = {},
+  opts: { env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number } = {},
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
     const input = opts.input;
@@ -27,8 +30,21 @@ export function run(
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
     });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    const timer =
+      opts.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            stderr += `killed after ${opts.timeoutMs} ms`;
+            child.kill('SIGKILL');
+          }, opts.timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, stdout, stderr });
+    });
     if (child.stdin) {
       // A child that exits without reading its stdin (e.g. on a usage error) must not crash the test.
       child.stdin.on('error', () => undefined);

@@ -1,6 +1,7 @@
 /**
  * The Linux-bridge datapath: pods' host veths are ports of one bridge, which holds the gateway
- * addresses. Needs nothing but the kernel.
+ * addresses. Needs nothing but the kernel, and `nft` for the gateway's ARP guard (without it, or on a
+ * kernel before 5.16, the guard is missing and the agent says so).
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
@@ -25,6 +26,8 @@ export interface BridgeDatapathOptions {
   sysctl: SysctlWriter;
   /** Applies nftables scripts in the node namespace (the gateway's ARP guard). */
   nft: Nft;
+  /** Told, once, when the gateway's ARP guard cannot be installed. */
+  warn?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
@@ -46,8 +49,9 @@ export class BridgeDatapath implements Datapath {
   #bridgeIndex = 0;
   /** Bridging mode: the uplink's index, a trunk of every pod VLAN; 0 when not attached. */
   #uplinkIndex = 0;
-  /** Whether the bridge filters VLANs; undefined until a pod of a VLAN needed it. */
+  /** Whether the bridge filters VLANs; undefined until start() asked the kernel. */
   #vlanFiltering: boolean | undefined;
+  #guardWarned = false;
 
   constructor(options: BridgeDatapathOptions) {
     this.#o = options;
@@ -74,11 +78,27 @@ export class BridgeDatapath implements Datapath {
     this.#vlanFilteringOn();
   }
 
-  /** The gateway's ARP guard for its MAC and addresses (gateway-arp-guard.ts). */
-  #guardArp(mac: string, extraIpv4s: string[]): Promise<void> {
+  /**
+   * The gateway's ARP guard for its MAC and addresses (gateway-arp-guard.ts). It needs `nft` and a
+   * kernel with the netdev egress hook (5.16+); where either is missing the datapath still works, with
+   * `arp_announce=1` and the fixed MAC as the only defence, and says so once through `warn`.
+   */
+  async #guardArp(mac: string, extraIpv4s: string[]): Promise<void> {
     const { bridge, gateways, nft } = this.#o;
     const ipv4s = [...gateways.filter((g) => g.family === 4).map((g) => g.address), ...extraIpv4s];
-    return installGatewayArpGuard(nft, { bridge, mac, ipv4s });
+    try {
+      await installGatewayArpGuard(nft, { bridge, mac, ipv4s });
+    } catch (err) {
+      if (this.#guardWarned) return;
+      this.#guardWarned = true;
+      this.#o.warn?.(
+        'gateway ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+)',
+        {
+          bridge,
+          err: String(err),
+        },
+      );
+    }
   }
 
   /**
