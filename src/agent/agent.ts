@@ -84,7 +84,16 @@ export class Agent {
         await dp.start();
         closers.push(() => dp.stop());
         datapath = dp;
-        if (!given.bridging) return undefined;
+        if (!given.bridging) {
+          await UplinkBridging.restoreLeftover({
+            nl,
+            target: gatewayInterface(given),
+            datapath: dp,
+            stateDir: given.stateDir,
+            log,
+          });
+          return undefined;
+        }
         const { bridging, index } = await UplinkBridging.attach({
           nl,
           settings: given.bridging,

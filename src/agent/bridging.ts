@@ -119,8 +119,30 @@ export class UplinkBridging {
       o.log.warn('uplink still moved by a previous run: restoring it first', { uplink: b.#state.uplink });
       await b.restore();
     }
-    const index = await b.#move();
-    return { bridging: b, index };
+    try {
+      const index = await b.#move();
+      return { bridging: b, index };
+    } catch (err) {
+      // What was moved so far is in bridging.json: put it back before reporting the failure.
+      await b.restore().catch((e: unknown) => o.log.error('restoring the uplink failed', { err: String(e) }));
+      throw err;
+    }
+  }
+
+  /**
+   * An agent started without `bridging` after a run that died with the uplink moved: puts the uplink
+   * back (from `stateDir/bridging.json`), since nothing else would.
+   */
+  static async restoreLeftover(o: Omit<BridgingOptions, 'settings'>): Promise<void> {
+    const file = join(o.stateDir, 'bridging.json');
+    if (!existsSync(file)) return;
+    const state = JSON.parse(readFileSync(file, 'utf8')) as SavedState;
+    o.log.warn('bridging is off, but a previous run left the uplink moved: restoring it', {
+      uplink: state.uplink,
+    });
+    const b = new UplinkBridging({ ...o, settings: { uplink: state.uplink } });
+    b.#state = state;
+    await b.restore();
   }
 
   /** The uplink's MAC: the node's MAC on the underlay, now also the bridge interface's. */

@@ -11,8 +11,10 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { controlSocketPath } from '../../src/agent/control-server.js';
 import { hostVethName } from '../../src/agent/host-veth.js';
 import type { AuditReport } from '../../src/arp/audit.js';
@@ -477,6 +479,32 @@ for (const datapath of DATAPATHS) {
           .map((r) => [r.dst, r.prefsrc, r.protocol]),
         [['172.30.0.0/24', a.underlay.ip, 'kernel']],
       );
+    });
+
+    test('killed with the uplink moved, then started without bridging: the uplink comes back anyway', async () => {
+      const [a] = cluster.members;
+      if (!a) throw new Error('node');
+      const config = readFileSync(a.node.configPath, 'utf8');
+      await a.node.stopAgent('SIGKILL');
+      try {
+        const moved = await uplinkView(a.underlay.ns);
+        assert.deepEqual(moved.addrs, [], 'killed: the uplink is still moved');
+        const without = parseYaml(config) as Record<string, unknown>;
+        delete without.bridging;
+        writeFileSync(a.node.configPath, stringifyYaml(without));
+        await a.node.startAgent();
+        const back = await uplinkView(a.underlay.ns);
+        assert.deepEqual(back.addrs, [`${a.underlay.ip}/24`]);
+        assert.equal(back.mac, found.mac);
+        assert.doesNotMatch(back.nft, /podwire_uplink/);
+        if (a.node.ovs) {
+          const ports = (await a.node.ovs.vsctl('list-ports', 'br-podwire')).split('\n');
+          assert.ok(!ports.includes('eth0'), `eth0 left br-podwire: ${ports.join(' ')}`);
+        } else assert.equal(back.master, undefined);
+      } finally {
+        await a.node.stopAgent('SIGTERM');
+        writeFileSync(a.node.configPath, config);
+      }
     });
   });
 }

@@ -279,26 +279,38 @@ export class OvsDatapath implements Datapath {
     const gw = this.#requireGateway();
     const vs = await this.#db();
     const mac = uplink.mac.toLowerCase();
-    await this.#setGatewayMac(vs, mac);
-    await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
-    const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
-    if (this.#o.datapathType === 'netdev') await dropKernelIngress(this.#o.nft, uplink.ifname);
-    this.#gateway = {
-      ofport: gw.ofport,
-      mac,
-      ipv4s: [...this.#podGatewaysV4(), ...uplink.ips.filter((ip) => !ip.includes(':'))],
-      uplinkOfport: row.ofport as number,
-    };
-    await this.#installPipeline();
+    const before = gw.mac;
+    try {
+      await this.#setGatewayMac(vs, mac);
+      await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
+      const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
+      if (this.#o.datapathType === 'netdev') await dropKernelIngress(this.#o.nft, uplink.ifname);
+      this.#gateway = {
+        ofport: gw.ofport,
+        mac,
+        ipv4s: [...this.#podGatewaysV4(), ...uplink.ips.filter((ip) => !ip.includes(':'))],
+        uplinkOfport: row.ofport as number,
+      };
+      await this.#installPipeline();
+    } catch (err) {
+      // Half attached (e.g. the kernel told to ignore the uplink, but no flows for it) cuts the node
+      // off: undo all of it, then report.
+      await this.detachUplink({ ifname: uplink.ifname, index: uplink.index, targetMac: before }).catch(
+        () => undefined,
+      );
+      throw err;
+    }
   }
 
   /** Equivalent to: `ovs-vsctl --if-exists del-port UPLINK -- set Interface GATEWAY mac=TARGETMAC`. */
   async detachUplink(uplink: { ifname: string; index: number; targetMac: string }): Promise<void> {
     const gw = this.#requireGateway();
     const vs = await this.#db();
+    // The kernel listens to the uplink again first: should removing the port fail, the node still
+    // answers (twice, for a moment), where the other order would leave it deaf.
+    if (this.#o.datapathType === 'netdev') await restoreKernelIngress(this.#o.nft);
     const row = await vs.port(uplink.ifname);
     if (row?.externalIds[EXT_ROLE] === ROLE_UPLINK) await vs.removePort(uplink.ifname, row);
-    if (this.#o.datapathType === 'netdev') await restoreKernelIngress(this.#o.nft);
     const mac = uplink.targetMac.toLowerCase();
     await this.#setGatewayMac(vs, mac);
     this.#gateway = { ofport: gw.ofport, mac, ipv4s: this.#podGatewaysV4() };
