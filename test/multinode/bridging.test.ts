@@ -349,12 +349,12 @@ for (const datapath of DATAPATHS) {
       // Two VLANs over one subnet and gateway address: only the tag keeps them apart.
       await store.pools.createPool({ name: 'blue', ranges: ['10.100.0.10-10.100.0.19'], subnet, vlan: 100 });
       await store.pools.createPool({ name: 'red', ranges: ['10.100.0.20-10.100.0.29'], subnet, vlan: 200 });
-      const pods: Array<{ ns: string; ip: string; node: typeof a; id: string }> = [];
+      const pods: Array<{ ns: string; ip: string; node: typeof a; id: string; result: unknown }> = [];
       const add = async (m: typeof a, pool: string) => {
         const ns = await m.node.addPod(pool);
         const id = `${pool}-${m.name}`;
         const r = await addRetryingStore(m, id, ns, `PODWIRE_POOL=${pool}`);
-        if (r.code === 0) pods.push({ ns, ip: resultIps(r)[0] as string, node: m, id });
+        if (r.code === 0) pods.push({ ns, ip: resultIps(r)[0] as string, node: m, id, result: r.json });
         return r;
       };
       let router: VlanRouter | undefined;
@@ -409,6 +409,33 @@ for (const datapath of DATAPATHS) {
           check('a200', a200.ns, '10.100.0.250', false),
         ]);
         assert.deepEqual(failures, []);
+        if (a.node.ovs) {
+          // CHECK sees the port's no-flood mark, which a restarted ovs-vswitchd would have forgotten.
+          const check = () =>
+            a.node.cni({
+              command: 'CHECK',
+              containerId: a100.id,
+              netns: a100.ns,
+              env: { CNI_ARGS: 'PODWIRE_POOL=blue' },
+              conf: { prevResult: a100.result },
+            });
+          assert.equal((await check()).code, 0, 'CHECK passes with the port no-flood');
+          const veth = hostVethName(a100.id, 'eth0');
+          const modPort = (how: string) =>
+            must('ovs-ofctl', [
+              '-O',
+              'OpenFlow10',
+              'mod-port',
+              a.node.ovs?.target('br-podwire') ?? '',
+              veth,
+              how,
+            ]);
+          await modPort('flood');
+          const drift = await check();
+          assert.equal((drift.json as { code?: number } | undefined)?.code, 104, drift.stdout);
+          assert.match(drift.stdout, /not marked no-flood/);
+          await modPort('no-flood');
+        }
       } finally {
         // The router's daemons are this test's own (the cluster's cleanup does not know them): they
         // stop whatever the DELs say.

@@ -63,6 +63,18 @@ export class Ofctl {
     await this.#run(['mod-port', this.target, port, 'no-flood'], undefined, 'OpenFlow10');
   }
 
+  /**
+   * Whether FLOOD skips `port`: `ovs-ofctl -O OpenFlow10 show SWITCH`, the port's `config:` line (only
+   * OpenFlow 1.0 reports the bit).
+   */
+  async noFlood(port: string): Promise<boolean> {
+    const text = await this.#run(['show', this.target], undefined, 'OpenFlow10');
+    const at = text.search(new RegExp(`^ *\\d+\\(${port.replace(/[^\w-]/g, '\\$&')}\\):`, 'm'));
+    if (at < 0) throw new PodwireError('ERR_DATAPATH', `ovs-ofctl show: no port ${port}`);
+    const config = /config:\s*([^\n]*)/.exec(text.slice(at));
+    return /\bNO_FLOOD\b/.test(config?.[1] ?? '');
+  }
+
   /** Equivalent to: `ovs-ofctl del-flows SWITCH MATCH`. */
   async delFlows(match: string): Promise<void> {
     await this.#run(['del-flows', this.target, match]);

@@ -267,6 +267,10 @@ export class OvsDatapath implements Datapath {
         `flows of ${hostIfname} differ: missing [${missing.join('; ')}], unexpected [${unexpected.join('; ')}]`,
       );
     }
+    // A restarted ovs-vswitchd forgets no-flood (its own reload restores flows, not port settings):
+    // the node's untagged floods would then reach this pod of a VLAN.
+    if (rec.vlan && !(await this.ofctl.noFlood(hostIfname)))
+      throw checkFailed(`port ${hostIfname} of VLAN ${rec.vlan} is not marked no-flood`);
   }
 
   /**
