@@ -49,6 +49,27 @@ async function kernelHasVlans(): Promise<boolean> {
   }
 }
 
+/** Equivalent to: `ip -n NS link add link PARENT name PARENT.VID type vlan id VID`, an address, up. */
+async function addVlanDevice(ns: string, parent: string, vid: number, cidr: string): Promise<void> {
+  const name = `${parent}.${vid}`;
+  await must('ip', [
+    '-n',
+    ns,
+    'link',
+    'add',
+    'link',
+    parent,
+    'name',
+    name,
+    'type',
+    'vlan',
+    'id',
+    String(vid),
+  ]);
+  await must('ip', ['-n', ns, 'addr', 'add', cidr, 'dev', name]);
+  await must('ip', ['-n', ns, 'link', 'set', name, 'up']);
+}
+
 // In the guest of `npm run test:vm` (PODWIRE_VM_GUEST=1) a kernel without them is a failure, not a skip.
 const skip = notRoot
   ? 'needs root'
@@ -141,22 +162,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       switchNs,
     ]);
     await must('ip', ['-n', switchNs, 'link', 'set', 'sw0', 'up']);
-    await must('ip', [
-      '-n',
-      switchNs,
-      'link',
-      'add',
-      'link',
-      'sw0',
-      'name',
-      'sw0.100',
-      'type',
-      'vlan',
-      'id',
-      '100',
-    ]);
-    await must('ip', ['-n', switchNs, 'addr', 'add', '10.100.0.1/24', 'dev', 'sw0.100']);
-    await must('ip', ['-n', switchNs, 'link', 'set', 'sw0.100', 'up']);
+    await addVlanDevice(switchNs, 'sw0', 100, '10.100.0.1/24');
     const up = nl.linkByName('pwtup0');
     assert.ok(up?.mac);
     await dp.attachUplink({ ifname: 'pwtup0', index: up.index, mac: up.mac, ips: [] });
@@ -201,22 +207,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
 
   test('a pod that tags its own frames reaches nothing on that VLAN (filtering is on from the start)', async () => {
     const ns = pods.plain?.ns ?? '';
-    await must('ip', [
-      '-n',
-      ns,
-      'link',
-      'add',
-      'link',
-      'eth0',
-      'name',
-      'eth0.100',
-      'type',
-      'vlan',
-      'id',
-      '100',
-    ]);
-    await must('ip', ['-n', ns, 'addr', 'add', '10.100.0.99/24', 'dev', 'eth0.100']);
-    await must('ip', ['-n', ns, 'link', 'set', 'eth0.100', 'up']);
+    await addVlanDevice(ns, 'eth0', 100, '10.100.0.99/24');
     assert.equal(await ping('plain', '10.100.0.1'), false);
     await must('ip', ['-n', ns, 'link', 'del', 'eth0.100']);
     // Filtering comes with start, not with the first VLAN pod: a bridge with no pod of a VLAN has it.

@@ -8,7 +8,6 @@
  * bed (cgroup-parent.ts). `cleanup()` removes all of it, pass or fail, and `leftovers()` says what is
  * still there afterwards.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   copyFileSync,
@@ -73,35 +72,6 @@ interface InspectJson {
       }
     >;
   };
-}
-
-/** Runs a command with a deadline; never rejects on a non-zero exit. On timeout the process is killed. */
-function runBounded(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
-  const [cmd, ...args] = argv;
-  if (cmd === undefined) throw new Error('runBounded: empty argv');
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => {
-      stderr += `\n(killed after ${timeoutMs} ms)`;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? -1, stdout, stderr });
-    });
-  });
 }
 
 /** True while `pid` exists and has not exited (a zombie has exited; its reaping is its parent's job). */
@@ -233,7 +203,8 @@ export class PodmanBed {
 
   /** `podman GLOBAL-FLAGS ARGS` inside the private mount namespace. */
   podman(args: string[], timeoutMs = COMMAND_TIMEOUT_MS): Promise<Run> {
-    return runBounded(this.mounts.command(['podman', ...this.#globalFlags, ...args]), this.#env, timeoutMs);
+    const [cmd, ...rest] = this.mounts.command(['podman', ...this.#globalFlags, ...args]);
+    return run(cmd as string, rest, { env: this.#env, timeoutMs });
   }
 
   /** Like `podman`, but rejects with podman's stderr on a non-zero exit. */
