@@ -89,15 +89,19 @@ function writeDurably(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
+/** What a previous run left in `stateDir/bridging.json` (the uplink still moved), if anything. */
+function readSavedState(stateDir: string): SavedState | undefined {
+  const file = join(stateDir, 'bridging.json');
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as SavedState) : undefined;
+}
+
 /**
  * The uplink's first IPv4 (else IPv6) address as a previous run saved it, when that run left the
  * uplink moved (killed without a clean stop): the uplink itself then has no address to read.
  */
 export function savedUplinkIp(stateDir: string, uplink: string): string | undefined {
-  const file = join(stateDir, 'bridging.json');
-  if (!existsSync(file)) return undefined;
-  const s = JSON.parse(readFileSync(file, 'utf8')) as SavedState;
-  if (s.uplink !== uplink) return undefined;
+  const s = readSavedState(stateDir);
+  if (s?.uplink !== uplink) return undefined;
   return (s.addresses.find((a) => a.family === AF_INET) ?? s.addresses[0])?.address;
 }
 
@@ -114,8 +118,8 @@ export class UplinkBridging {
   /** Moves the uplink into the bridge; returns the index of the interface that now holds the node's IP. */
   static async attach(o: BridgingOptions): Promise<{ bridging: UplinkBridging; index: number }> {
     const b = new UplinkBridging(o);
-    if (existsSync(b.#stateFile)) {
-      b.#state = JSON.parse(readFileSync(b.#stateFile, 'utf8')) as SavedState;
+    b.#state = readSavedState(o.stateDir);
+    if (b.#state) {
       o.log.warn('uplink still moved by a previous run: restoring it first', { uplink: b.#state.uplink });
       await b.restore();
     }
@@ -134,9 +138,8 @@ export class UplinkBridging {
    * back (from `stateDir/bridging.json`), since nothing else would.
    */
   static async restoreLeftover(o: Omit<BridgingOptions, 'settings'>): Promise<void> {
-    const file = join(o.stateDir, 'bridging.json');
-    if (!existsSync(file)) return;
-    const state = JSON.parse(readFileSync(file, 'utf8')) as SavedState;
+    const state = readSavedState(o.stateDir);
+    if (!state) return;
     o.log.warn('bridging is off, but a previous run left the uplink moved: restoring it', {
       uplink: state.uplink,
     });

@@ -224,13 +224,14 @@ export class BridgeDatapath implements Datapath {
     this.#bridgeIndex = 0;
   }
 
-  /** The VLANs (other than the default, 1) of the bridge's ports, the uplink's aside. */
+  /** The VLANs (other than the default, 1) of the bridge's ports, the uplink's aside: one dump of each kind. */
   #podVlans(): Set<number> {
     const { nl } = this.#o;
+    const byPort = nl.allBridgeVlans();
     const vids = new Set<number>();
     for (const l of nl.links()) {
       if (l.masterIndex !== this.#bridgeIndex || l.index === this.#uplinkIndex) continue;
-      for (const v of nl.bridgeVlans(l.index)) if (v.vid !== 1) vids.add(v.vid);
+      for (const v of byPort.get(l.index) ?? []) if (v.vid !== 1) vids.add(v.vid);
     }
     return vids;
   }

@@ -102,30 +102,37 @@ export function deleteVlan(
   sock.request(R.RTM_DELLINK, 0, bridgeLinkBody(index, vlanSpec(vid, o)));
 }
 
-/** Equivalent to: `bridge vlan show dev INDEX`: the VLANs of one port (or of the bridge itself). */
-export function vlans(sock: NetlinkSocket, index: number): BridgeVlan[] {
+/** Equivalent to: `bridge vlan show`: the VLANs of every bridge port, by interface index, in one dump. */
+export function allVlans(sock: NetlinkSocket): Map<number, BridgeVlan[]> {
   const request = encodeLinkBody({
     ifi: ifInfoMsg({ family: AF_BRIDGE }),
     attrs: { extMask: RTEXT_FILTER_BRVLAN },
   });
-  const out: BridgeVlan[] = [];
+  const out = new Map<number, BridgeVlan[]>();
   for (const m of sock.dump(R.RTM_GETLINK, request)) {
     // Read raw: in AF_BRIDGE dumps IFLA_PROTINFO is a nest, not the one byte the link codec sends.
-    if (m.payload.length < IFINFOMSG_LEN || dataView(m.payload).getInt32(4, HOST_LITTLE_ENDIAN) !== index)
-      continue;
+    if (m.payload.length < IFINFOMSG_LEN) continue;
+    const index = dataView(m.payload).getInt32(4, HOST_LITTLE_ENDIAN);
     const spec = decodeAttributes(m.payload.subarray(IFINFOMSG_LEN)).find(
       (a) => attrType(a) === IFLA_AF_SPEC,
     );
+    const vlans: BridgeVlan[] = [];
     for (const a of spec ? decodeAttributes(spec.value) : []) {
       if (attrType(a) !== IFLA_BRIDGE_VLAN_INFO || a.value.length < 4) continue;
       const v = dataView(a.value);
       const flags = v.getUint16(0, HOST_LITTLE_ENDIAN);
-      out.push({
+      vlans.push({
         vid: v.getUint16(2, HOST_LITTLE_ENDIAN),
         pvid: (flags & BRIDGE_VLAN_INFO_PVID) !== 0,
         untagged: (flags & BRIDGE_VLAN_INFO_UNTAGGED) !== 0,
       });
     }
+    out.set(index, [...(out.get(index) ?? []), ...vlans]);
   }
   return out;
+}
+
+/** Equivalent to: `bridge vlan show dev INDEX`. */
+export function vlans(sock: NetlinkSocket, index: number): BridgeVlan[] {
+  return allVlans(sock).get(index) ?? [];
 }

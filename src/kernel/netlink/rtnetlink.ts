@@ -241,6 +241,11 @@ export class Rtnetlink implements Disposable {
     return BridgeVlanOps.vlans(this.#sock, index);
   }
 
+  /** Equivalent to: `bridge vlan show`: every bridge port's VLANs by interface index, in one dump. */
+  allBridgeVlans(): Map<number, BridgeVlan[]> {
+    return BridgeVlanOps.allVlans(this.#sock);
+  }
+
   /** Equivalent to: `ip link set dev INDEX master MASTER` (`nomaster` when masterIndex is 0). */
   setMaster(index: number, masterIndex: number): void {
     this.#setLink(index, {}, { master: masterIndex });
