@@ -1,9 +1,38 @@
 #!/usr/bin/env bash
-# Installs and builds podwire on Debian 12 (as root), then runs the demo (a two-node cluster of
-# namespaces, removed at the end). `--agent` runs the agent on config/default.yaml instead;
-# `--no-start` (or CI=true) stops after the build. Idempotent.
+# Installs and builds podwire on Debian (as root; Node.js 20 or newer must be installed first), then
+# runs the demo (a two-node cluster of namespaces, removed at the end). `--agent` runs the agent on
+# config/default.yaml instead; `--no-start` (or CI=true) stops after the build. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+# Node.js 20 or newer, with npm: the agent, the CLI and the build need both. Checked before anything
+# is installed, so a machine without them is told what to do and left as it was.
+node_help() {
+  cat >&2 <<'EOF'
+setup: podwire needs Node.js 20 or newer, with npm. Install them first, as root, then run ./setup.sh again:
+  - Debian 13 (trixie) and later: apt-get install nodejs npm   (Debian 13's nodejs is 20)
+  - Debian 12 (bookworm): its own nodejs package is 18, too old; install Node.js 20 or newer from
+    NodeSource's Debian packages (package nodejs, which includes npm), then check with: node --version
+EOF
+}
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: node not found on PATH" >&2
+  node_help
+  exit 1
+fi
+node_version=$(node --version 2>/dev/null || true)
+node_major=${node_version#v}
+node_major=${node_major%%.*}
+if ! [[ "$node_major" =~ ^[0-9]+$ ]] || [ "$node_major" -lt 20 ]; then
+  echo "setup: found Node.js ${node_version:-of unknown version} ($(command -v node)); podwire needs 20 or newer" >&2
+  node_help
+  exit 1
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: found Node.js $node_version but not npm" >&2
+  node_help
+  exit 1
+fi
 
 start=demo
 for arg in "$@"; do
