@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError } from '../base/errors.js';
 import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
@@ -109,7 +109,7 @@ export class Agent {
       const cluster = await startCluster(given, nl, log, closers, nodeSide);
       const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
       if (!datapath) await nodeSide(config.podCIDRs, config.mtu);
-      if (!datapath) throw new PodwireError('ERR_INTERNAL', 'datapath not started');
+      if (!datapath) throw new InternalError('datapath not started');
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       closers.push(() => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);

@@ -19,7 +19,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { PodwireError } from '../cni/errors.js';
+import { DatapathError, InvalidConfigError } from '../base/errors.js';
 import type { Datapath } from '../datapath/datapath.js';
 import { AF_INET, AF_INET6, KernelError } from '../kernel/libc.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
@@ -157,20 +157,15 @@ export class UplinkBridging {
     const { nl, settings, target, datapath, log } = this.#o;
     const up = nl.linkByName(settings.uplink);
     if (!up?.mac)
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
-        `agent config: bridging.uplink: no interface ${settings.uplink}`,
-      );
+      throw new InvalidConfigError(`agent config: bridging.uplink: no interface ${settings.uplink}`);
     const tgt = nl.linkByName(target);
-    if (!tgt?.mac)
-      throw new PodwireError('ERR_DATAPATH', `bridging: the bridge interface ${target} does not exist`);
+    if (!tgt?.mac) throw new DatapathError(`bridging: the bridge interface ${target} does not exist`);
     const addresses = nl
       .addresses({ index: up.index })
       .filter((a) => a.family === AF_INET || a.scope === RT_SCOPE_UNIVERSE)
       .map((a) => ({ family: a.family, address: a.address, prefixLength: a.prefixLength }));
     if (addresses.length === 0)
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
+      throw new InvalidConfigError(
         `agent config: bridging.uplink: ${settings.uplink} has no address to move`,
       );
     const routes = [AF_INET, AF_INET6]

@@ -12,10 +12,10 @@
  * `podCIDRs`, when also given, wins over leasing (the node's CIDRs are fixed by configuration).
  */
 import { hostname } from 'node:os';
+import { errorWithCode, InvalidConfigError, PodwireError } from '../base/errors.js';
 import { type ClusterStoreConfig, parseClusterStoreConfig } from '../cluster/config.js';
 import { parsePodCIDRPool } from '../cluster/pool.js';
 import type { PodCIDRPool } from '../cluster/store.js';
-import { PodwireError } from '../cni/errors.js';
 
 export interface ClusterSettings {
   store: ClusterStoreConfig;
@@ -43,7 +43,7 @@ const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const POOL_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function bad(key: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `agent config: ${key}: ${why}`);
+  return new InvalidConfigError(`agent config: ${key}: ${why}`);
 }
 
 /** Undefined when no cluster key is set (a single node); else every key checked, errors naming it. */
@@ -61,7 +61,7 @@ export function parseClusterSettings(obj: Record<string, unknown>): ClusterSetti
     }
   } catch (err) {
     if (err instanceof PodwireError)
-      throw new PodwireError(err.code, `agent config: ${err.message}`, { cause: err });
+      throw errorWithCode(err.code, `agent config: ${err.message}`, { cause: err });
     throw err;
   }
   const nodeName = obj.nodeName ?? hostname().toLowerCase();

@@ -6,9 +6,9 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { InvalidConfigError } from '../base/errors.js';
 import { registerNode } from '../cluster/register.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../cluster/store.js';
-import { PodwireError } from '../cni/errors.js';
 import type { Overlay, OverlayStatus } from '../datapath/overlay/overlay.js';
 import type { Logger } from './log.js';
 
@@ -91,8 +91,7 @@ export async function resolvePodCIDRs(
 async function recordedCIDRs(store: ClusterStore, nodeName: string, signal: AbortSignal): Promise<string[]> {
   const stored = await store.getNode(nodeName, { signal });
   if (!stored || stored.node.podCIDRs.length === 0) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
+    throw new InvalidConfigError(
       `agent config: node ${nodeName} has no podCIDRs in ${store.description}, and neither podCIDRs nor clusterCIDRs is configured`,
     );
   }

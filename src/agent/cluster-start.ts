@@ -3,9 +3,9 @@
  * the membership that follows the store. A single node (no `cluster:` section) skips all of it.
  */
 
+import { InvalidConfigError } from '../base/errors.js';
 import { openClusterStore } from '../cluster/config.js';
 import type { PoolStore } from '../cluster/pool-store.js';
-import { PodwireError } from '../cni/errors.js';
 import { RoutedOverlay } from '../datapath/overlay/routed-overlay.js';
 import { VxlanOverlay, vxlanOverhead } from '../datapath/overlay/vxlan-overlay.js';
 import { AF_INET } from '../kernel/libc.js';
@@ -36,14 +36,13 @@ function uplinkOf(
   stateDir: string,
 ): { index: number; mtu: number; ip: string; mac: string | undefined } {
   const link = nl.linkByName(name);
-  if (!link) throw new PodwireError('ERR_INVALID_CONFIG', `agent config: uplink: no interface ${name}`);
+  if (!link) throw new InvalidConfigError(`agent config: uplink: no interface ${name}`);
   const addrs = nl.addresses({ index: link.index }).filter((a) => a.scope === RT_SCOPE_UNIVERSE);
   const addr = addrs.find((a) => a.family === AF_INET) ?? addrs[0];
   // Bridging mode, after a run that was killed with the uplink moved: bridging restores it shortly.
   const saved = addr ? undefined : savedUplinkIp(stateDir, name);
   if (saved) return { index: link.index, mtu: link.mtu, ip: saved, mac: link.mac };
-  if (!addr)
-    throw new PodwireError('ERR_INVALID_CONFIG', `agent config: uplink: ${name} has no global address`);
+  if (!addr) throw new InvalidConfigError(`agent config: uplink: ${name} has no global address`);
   return { index: link.index, mtu: link.mtu, ip: addr.address, mac: link.mac };
 }
 

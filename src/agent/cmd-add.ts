@@ -2,7 +2,7 @@
  * CNI ADD, in the order it happens (DESIGN.md, "A CNI ADD, end to end"). Each step that changes
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
-import { PodwireError } from '../cni/errors.js';
+import { InterfaceExistsError } from '../base/errors.js';
 import type { Attachment, CniResult } from '../cni/types.js';
 import type { Allocation } from '../ipam/allocator.js';
 import type { PoolRequest } from '../ipam/pool-allocator.js';
@@ -45,10 +45,7 @@ export async function cmdAdd(
     // a new attachment in the same namespace waits for deletions in flight before it calls it taken.
     if (podNl.linkByName(att.ifname)) await nl.deletionsSettled();
     if (podNl.linkByName(att.ifname)) {
-      throw new PodwireError(
-        'ERR_INTERFACE_EXISTS',
-        `CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`,
-      );
+      throw new InterfaceExistsError(`CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`);
     }
 
     t.mark('netns');

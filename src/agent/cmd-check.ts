@@ -2,7 +2,7 @@
  * CNI CHECK: compares what exists with what ADD reported (`prevResult`) and with the IPAM record;
  * any difference is an ERR_CHECK_FAILED that names it.
  */
-import { PodwireError } from '../cni/errors.js';
+import { CheckFailedError, type PodwireError } from '../base/errors.js';
 import type { Attachment, CniResult } from '../cni/types.js';
 import { AF_INET, AF_INET6 } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
@@ -11,7 +11,7 @@ import type { AgentContext } from './context.js';
 import { hostVethName } from './host-veth.js';
 
 function drift(msg: string): PodwireError {
-  return new PodwireError('ERR_CHECK_FAILED', msg);
+  return new CheckFailedError(msg);
 }
 
 function defaultDst(family: number): string {

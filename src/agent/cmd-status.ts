@@ -4,30 +4,23 @@
  * unreachable (routes to peers are frozen as they were: pods of nodes that join meanwhile are not
  * reachable). ADD itself keeps working through a store outage on a node whose CIDR is known.
  */
-import { PodwireError } from '../cni/errors.js';
+import { LimitedConnectivityError, NotAvailableError } from '../base/errors.js';
 import type { AgentContext } from './context.js';
 
 export function cmdStatus(ctx: AgentContext): void {
   const dp = ctx.datapath.status();
   if (!dp.ready) {
-    throw new PodwireError(
-      'ERR_LIMITED_CONNECTIVITY',
-      `datapath ${ctx.datapath.kind} not ready: ${dp.reason}`,
-    );
+    throw new LimitedConnectivityError(`datapath ${ctx.datapath.kind} not ready: ${dp.reason}`);
   }
   const store = ctx.cluster?.status();
   if (store && !store.health.ok) {
-    throw new PodwireError(
-      'ERR_LIMITED_CONNECTIVITY',
+    throw new LimitedConnectivityError(
       `cluster store ${store.store} unreachable since ${store.health.since.toISOString()}: ${store.health.error}; routes to peers are frozen`,
     );
   }
   for (const r of ctx.ipam.usage()) {
     if (BigInt(r.used) >= r.size) {
-      throw new PodwireError(
-        'ERR_NOT_AVAILABLE',
-        `IPAM range ${r.rangeId} is exhausted (${r.used} of ${r.size} in use)`,
-      );
+      throw new NotAvailableError(`IPAM range ${r.rangeId} is exhausted (${r.used} of ${r.size} in use)`);
     }
   }
 }

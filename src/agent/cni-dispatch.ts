@@ -4,9 +4,10 @@
  * cniVersion. Every failure becomes a CNI error object; nothing thrown escapes (I6).
  */
 import { randomUUID } from 'node:crypto';
+import { InvalidConfigError, PodwireError } from '../base/errors.js';
 import { parseNetConf, parseVersionRequest } from '../cni/config.js';
 import { parseEnv, podIdentity } from '../cni/env.js';
-import { PodwireError, toCniErrorObject } from '../cni/errors.js';
+import { toCniErrorObject } from '../cni/errors.js';
 import { formatResult, formatVersionResult } from '../cni/result.js';
 import { CNI_COMMANDS, type CniEnv, type NetConf } from '../cni/types.js';
 import { LATEST_VERSION } from '../cni/versions.js';
@@ -132,7 +133,7 @@ export class CniDispatcher {
       case 'CHECK': {
         const att = { containerId: env.containerId, ifname: env.ifname };
         const prev = conf.prevResult;
-        if (!prev) throw new PodwireError('ERR_INVALID_CONFIG', 'prevResult: required for CHECK');
+        if (!prev) throw new InvalidConfigError('prevResult: required for CHECK');
         const netns = env.netns;
         await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdCheck(ctx, att, netns, prev),

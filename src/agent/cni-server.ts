@@ -5,7 +5,8 @@
  */
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { PodwireError, toCniErrorObject } from '../cni/errors.js';
+import { DecodeError } from '../base/errors.js';
+import { toCniErrorObject } from '../cni/errors.js';
 import { LATEST_VERSION } from '../cni/versions.js';
 import type { CniAnswer } from './cni-dispatch.js';
 import type { Logger } from './log.js';
@@ -24,9 +25,9 @@ export interface RelayRequest {
 
 /** Decodes one request frame; throws ERR_DECODE on a malformed one. */
 export function decodeRequest(frame: Buffer): RelayRequest {
-  if (frame.length < 4) throw new PodwireError('ERR_DECODE', 'relay request shorter than its header');
+  if (frame.length < 4) throw new DecodeError('relay request shorter than its header');
   const n = frame.readUInt32BE(0);
-  if (n > frame.length - 4) throw new PodwireError('ERR_DECODE', 'relay request environment block truncated');
+  if (n > frame.length - 4) throw new DecodeError('relay request environment block truncated');
   const env: Record<string, string> = {};
   for (const entry of frame
     .subarray(4, 4 + n)
@@ -34,11 +35,7 @@ export function decodeRequest(frame: Buffer): RelayRequest {
     .split('\0')) {
     if (entry === '') continue;
     const eq = entry.indexOf('=');
-    if (eq <= 0)
-      throw new PodwireError(
-        'ERR_DECODE',
-        `relay request: malformed environment entry ${JSON.stringify(entry)}`,
-      );
+    if (eq <= 0) throw new DecodeError(`relay request: malformed environment entry ${JSON.stringify(entry)}`);
     env[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   return { env, stdin: frame.subarray(4 + n) };

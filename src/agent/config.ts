@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { parseCidr } from '../ipam/cidr.js';
 import type { BridgingSettings } from './bridging.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
@@ -72,7 +72,7 @@ const OVS_KEYS = ['gateway', 'ovsdb', 'ovsDatapathType'] as const;
 const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 function bad(key: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `agent config: ${key}: ${why}`);
+  return new InvalidConfigError(`agent config: ${key}: ${why}`);
 }
 
 export function parseAgentConfig(text: string): AgentConfig {
@@ -80,7 +80,7 @@ export function parseAgentConfig(text: string): AgentConfig {
   try {
     raw = parseYaml(text);
   } catch (err) {
-    throw new PodwireError('ERR_DECODE', 'agent config: not valid YAML', { cause: err });
+    throw new DecodeError('agent config: not valid YAML', { cause: err });
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     throw bad('(top level)', 'must be a mapping');
@@ -191,7 +191,7 @@ export function loadAgentConfig(path: string): AgentConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `agent config: cannot read ${path}`, { cause: err });
+    throw new InvalidConfigError(`agent config: cannot read ${path}`, { cause: err });
   }
   return parseAgentConfig(text);
 }

@@ -7,7 +7,7 @@
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InvalidConfigError, PodwireError } from '../base/errors.js';
 import type { Logger } from './log.js';
 import { listenUnix } from './unix-listen.js';
 
@@ -71,11 +71,10 @@ export class ControlServer {
       try {
         req = JSON.parse(line) as { method?: unknown; params?: unknown };
       } catch (err) {
-        throw new PodwireError('ERR_DECODE', 'control request is not JSON', { cause: err });
+        throw new DecodeError('control request is not JSON', { cause: err });
       }
       const method = typeof req.method === 'string' ? this.#methods.get(req.method) : undefined;
-      if (!method)
-        throw new PodwireError('ERR_INVALID_CONFIG', `unknown control method ${JSON.stringify(req.method)}`);
+      if (!method) throw new InvalidConfigError(`unknown control method ${JSON.stringify(req.method)}`);
       const params =
         req.params && typeof req.params === 'object' ? (req.params as Record<string, unknown>) : {};
       return { ok: true, result: await method(params) };

@@ -3,7 +3,7 @@
  * namespace (so no namespace switch happens here).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PodwireError } from '../cni/errors.js';
+import { DatapathError, InternalError } from '../base/errors.js';
 import type { Allocation } from '../ipam/allocator.js';
 import { AF_INET, AF_INET6 } from '../kernel/libc.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
@@ -23,8 +23,7 @@ export function configurePodInterface(
   allocations: Allocation[],
 ): PodInterface {
   const link = podNl.linkByName(ifname);
-  if (!link?.mac)
-    throw new PodwireError('ERR_INTERNAL', `pod interface ${ifname} missing right after creation`);
+  if (!link?.mac) throw new InternalError(`pod interface ${ifname} missing right after creation`);
   for (const a of allocations) {
     podNl.addAddress(link.index, { address: a.ip, prefixLength: a.prefixLength }, { nodad: a.family === 6 });
   }
@@ -50,8 +49,7 @@ export async function waitCanTransmit(podNl: Rtnetlink, ifname: string, index: n
     const state = podNl.linkByIndex(index)?.operstate;
     if (state === 'UP') return;
     if (performance.now() > deadline) {
-      throw new PodwireError(
-        'ERR_DATAPATH',
+      throw new DatapathError(
         `pod interface ${ifname} not up after ${TRANSMIT_TIMEOUT_MS} ms (operstate ${state})`,
       );
     }

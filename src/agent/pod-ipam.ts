@@ -4,7 +4,7 @@
  * pod from the node's CIDRs. Release, lookup and list cover both, so DEL, GC and reconcile need not
  * know where an address came from.
  */
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError } from '../base/errors.js';
 import type { Allocation, NodeLocalAllocator, OwnedAllocation, RangeUsage } from '../ipam/allocator.js';
 import type { PoolAllocator, PoolRequest } from '../ipam/pool-allocator.js';
 import type { AttachmentKey } from '../ipam/store.js';
@@ -27,8 +27,7 @@ export class PodIpam {
   async allocate(att: AttachmentKey, req: AllocateRequest = {}): Promise<Allocation[]> {
     if (req.pool === undefined) return this.node.allocate(att, req.pod === undefined ? {} : { pod: req.pod });
     if (!this.pools)
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
+      throw new InvalidConfigError(
         `${req.pool.poolSource}: IP pools need cluster mode with an etcd store (this agent has none)`,
       );
     return [

@@ -6,7 +6,7 @@
  *   with or without a prefix length. A fixed address without a pool is refused: it would have to be
  *   inside the node's CIDR, and podwire does not hand out node-CIDR addresses by request.
  */
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import type { NetConf } from '../cni/types.js';
 import { parseIp } from '../ipam/ip.js';
 import type { PoolRequest } from '../ipam/pool-allocator.js';
@@ -15,7 +15,7 @@ import type { AgentConfig } from './config.js';
 const POOL_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function bad(field: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `${field}: ${why}`);
+  return new InvalidConfigError(`${field}: ${why}`);
 }
 
 function fixedAddress(text: string, field: string): string {

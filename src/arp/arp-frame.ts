@@ -4,7 +4,7 @@
  * Only the Ethernet/IPv4 form is supported (htype 1, ptype 0x0800, hlen 6, plen 4), the only one
  * podwire sends or audits; decoders reject everything else with ERR_DECODE.
  */
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InternalError } from '../base/errors.js';
 import {
   BROADCAST_MAC,
   decodeEthernetFrame,
@@ -58,7 +58,7 @@ export interface ArpFrame {
 
 function checkOp(op: number): asserts op is ArpOp {
   if (op !== ARPOP_REQUEST && op !== ARPOP_REPLY) {
-    throw new PodwireError('ERR_INTERNAL', `ARP op ${op} is neither request (1) nor reply (2)`);
+    throw new InternalError(`ARP op ${op} is neither request (1) nor reply (2)`);
   }
 }
 
@@ -90,10 +90,7 @@ export function encodeArpPacket(packet: ArpPacket): Buffer {
  */
 export function decodeArpPacket(bytes: Buffer): ArpPacket {
   if (bytes.length < ARP_PACKET_LEN) {
-    throw new PodwireError(
-      'ERR_DECODE',
-      `ARP packet too short: ${bytes.length} bytes, need ${ARP_PACKET_LEN}`,
-    );
+    throw new DecodeError(`ARP packet too short: ${bytes.length} bytes, need ${ARP_PACKET_LEN}`);
   }
   const htype = bytes.readUInt16BE(0);
   const ptype = bytes.readUInt16BE(2);
@@ -101,19 +98,18 @@ export function decodeArpPacket(bytes: Buffer): ArpPacket {
   const plen = bytes.readUInt8(5);
   const op = bytes.readUInt16BE(6);
   if (htype !== ARPHRD_ETHER) {
-    throw new PodwireError('ERR_DECODE', `ARP hardware type ${htype} is not Ethernet (${ARPHRD_ETHER})`);
+    throw new DecodeError(`ARP hardware type ${htype} is not Ethernet (${ARPHRD_ETHER})`);
   }
   if (ptype !== ETH_P_IP) {
-    throw new PodwireError('ERR_DECODE', `ARP protocol type 0x${ptype.toString(16)} is not IPv4 (0x0800)`);
+    throw new DecodeError(`ARP protocol type 0x${ptype.toString(16)} is not IPv4 (0x0800)`);
   }
   if (hlen !== ETH_ALEN || plen !== IPV4_LEN) {
-    throw new PodwireError(
-      'ERR_DECODE',
+    throw new DecodeError(
       `ARP address lengths hlen=${hlen} plen=${plen}, want hlen=${ETH_ALEN} plen=${IPV4_LEN}`,
     );
   }
   if (op !== ARPOP_REQUEST && op !== ARPOP_REPLY) {
-    throw new PodwireError('ERR_DECODE', `ARP op ${op} is neither request (1) nor reply (2)`);
+    throw new DecodeError(`ARP op ${op} is neither request (1) nor reply (2)`);
   }
   return {
     op,
@@ -136,8 +132,7 @@ export function encodeArpFrame(frame: ArpFrame): Buffer {
 export function decodeArpFrame(bytes: Buffer): ArpFrame {
   const { header, payload } = decodeEthernetFrame(bytes);
   if (header.ethertype !== ETH_P_ARP) {
-    throw new PodwireError(
-      'ERR_DECODE',
+    throw new DecodeError(
       `not an ARP frame: ethertype 0x${header.ethertype.toString(16).padStart(4, '0')}, want 0x0806`,
     );
   }

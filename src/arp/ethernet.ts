@@ -5,7 +5,7 @@
  * ':' ("02:42:ac:11:00:02"), the form `ip link` prints and CNI results use. Decoders always return that
  * form, so decoded values compare with `===`.
  */
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InternalError, InvalidConfigError } from '../base/errors.js';
 
 /** Octets in one Ethernet address. */
 export const ETH_ALEN = 6;
@@ -28,10 +28,7 @@ const MAC_TEXT = /^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$/i;
 /** Parses "aa:bb:cc:dd:ee:ff" (either case) into its 6 octets. */
 export function parseMac(text: string): Buffer {
   if (!MAC_TEXT.test(text)) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
-      `invalid MAC address "${text}": want six hex octets joined by ':'`,
-    );
+    throw new InvalidConfigError(`invalid MAC address "${text}": want six hex octets joined by ':'`);
   }
   return Buffer.from(text.replaceAll(':', ''), 'hex');
 }
@@ -39,10 +36,7 @@ export function parseMac(text: string): Buffer {
 /** Formats the 6 octets at `offset` of `bytes` as canonical lowercase MAC text. */
 export function formatMac(bytes: Uint8Array, offset = 0): string {
   if (!Number.isInteger(offset) || offset < 0 || offset + ETH_ALEN > bytes.length) {
-    throw new PodwireError(
-      'ERR_INTERNAL',
-      `formatMac: need ${ETH_ALEN} octets at offset ${offset}, have ${bytes.length}`,
-    );
+    throw new InternalError(`formatMac: need ${ETH_ALEN} octets at offset ${offset}, have ${bytes.length}`);
   }
   const parts: string[] = [];
   for (let i = offset; i < offset + ETH_ALEN; i++) {
@@ -66,10 +60,7 @@ export interface EthernetHeader {
 
 function checkEthertype(ethertype: number): void {
   if (!Number.isInteger(ethertype) || ethertype < ETH_P_802_3_MIN || ethertype > 0xffff) {
-    throw new PodwireError(
-      'ERR_INTERNAL',
-      `ethertype ${ethertype} is not an Ethernet II type (0x0600-0xffff)`,
-    );
+    throw new InternalError(`ethertype ${ethertype} is not an Ethernet II type (0x0600-0xffff)`);
   }
 }
 
@@ -99,15 +90,11 @@ export interface EthernetFrame {
 /** Decodes an Ethernet II frame (without FCS); rejects runts and 802.3 length-field frames. */
 export function decodeEthernetFrame(frame: Buffer): EthernetFrame {
   if (frame.length < ETH_HLEN) {
-    throw new PodwireError(
-      'ERR_DECODE',
-      `Ethernet frame too short: ${frame.length} bytes, header needs ${ETH_HLEN}`,
-    );
+    throw new DecodeError(`Ethernet frame too short: ${frame.length} bytes, header needs ${ETH_HLEN}`);
   }
   const ethertype = frame.readUInt16BE(2 * ETH_ALEN);
   if (ethertype < ETH_P_802_3_MIN) {
-    throw new PodwireError(
-      'ERR_DECODE',
+    throw new DecodeError(
       `not an Ethernet II frame: type/length field 0x${ethertype.toString(16).padStart(4, '0')} is an 802.3 length`,
     );
   }

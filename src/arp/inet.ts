@@ -6,7 +6,7 @@
  */
 
 import { isIPv4, isIPv6 } from 'node:net';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError, InvalidConfigError } from '../base/errors.js';
 import { formatIp } from '../kernel/netlink/ip-text.js';
 
 export const IPV4_LEN = 4;
@@ -15,7 +15,7 @@ export const IPV6_LEN = 16;
 /** Equivalent to inet_pton(AF_INET, text): strict dotted quad, no leading zeros. */
 export function parseIPv4(text: string): Buffer {
   if (!isIPv4(text)) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid IPv4 address "${text}"`);
+    throw new InvalidConfigError(`invalid IPv4 address "${text}"`);
   }
   return Buffer.from(text.split('.').map(Number));
 }
@@ -32,7 +32,7 @@ export function formatIPv4(bytes: Uint8Array, offset = 0): string {
  */
 export function parseIPv6(text: string): Buffer {
   if (!isIPv6(text) || text.includes('%')) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid IPv6 address "${text}"`);
+    throw new InvalidConfigError(`invalid IPv6 address "${text}"`);
   }
   const gap = text.indexOf('::');
   const head = gap === -1 ? text : text.slice(0, gap);
@@ -42,7 +42,7 @@ export function parseIPv6(text: string): Buffer {
   const missing = 8 - headWords.length - tailWords.length;
   // isIPv6 has checked the grammar; this guards the arithmetic the grammar implies.
   if (missing < 0 || (gap === -1 && missing !== 0) || (gap !== -1 && missing < 1)) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid IPv6 address "${text}": wrong number of groups`);
+    throw new InvalidConfigError(`invalid IPv6 address "${text}": wrong number of groups`);
   }
   const out = Buffer.alloc(IPV6_LEN);
   headWords.forEach((w, i) => {
@@ -88,9 +88,6 @@ export function normalizeIPv6(text: string): string {
 
 function checkSpan(what: string, bytes: Uint8Array, offset: number, len: number): void {
   if (!Number.isInteger(offset) || offset < 0 || offset + len > bytes.length) {
-    throw new PodwireError(
-      'ERR_INTERNAL',
-      `${what}: need ${len} octets at offset ${offset}, have ${bytes.length}`,
-    );
+    throw new InternalError(`${what}: need ${len} octets at offset ${offset}, have ${bytes.length}`);
   }
 }

@@ -6,7 +6,7 @@
  *   Ethernet (14) | IPv6 header (40) | ICMPv6: type, code, checksum, R/S/O flags + reserved, target (24)
  *   | options (8 octets each for Ethernet; podwire writes only Target Link-Layer Address).
  */
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InternalError, InvalidConfigError, type PodwireError } from '../base/errors.js';
 import {
   decodeEthernetFrame,
   ETH_HLEN,
@@ -69,7 +69,7 @@ export interface NeighborAdvertisement {
  */
 export function icmpv6Checksum(src: Uint8Array, dst: Uint8Array, message: Uint8Array): number {
   if (src.length !== IPV6_LEN || dst.length !== IPV6_LEN) {
-    throw new PodwireError('ERR_INTERNAL', 'icmpv6Checksum: addresses must be 16 octets');
+    throw new InternalError('icmpv6Checksum: addresses must be 16 octets');
   }
   let sum = sum16(src) + sum16(dst) + sum16(message);
   sum += Math.floor(message.length / 0x10000) + (message.length & 0xffff) + IPPROTO_ICMPV6;
@@ -96,13 +96,10 @@ export function encodeNeighborAdvertisement(na: NeighborAdvertisement): Buffer {
   const ipDst = parseIPv6(na.ipDst);
   const target = parseIPv6(na.target);
   if (isMulticast(target)) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `Neighbor Advertisement target ${na.target} is multicast`);
+    throw new InvalidConfigError(`Neighbor Advertisement target ${na.target} is multicast`);
   }
   if (na.solicited && isMulticast(ipDst)) {
-    throw new PodwireError(
-      'ERR_INTERNAL',
-      `a solicited Neighbor Advertisement cannot go to multicast ${na.ipDst}`,
-    );
+    throw new InternalError(`a solicited Neighbor Advertisement cannot go to multicast ${na.ipDst}`);
   }
   const icmpLen = NA_LEN + (na.targetLinkAddress === undefined ? 0 : TLLA_OPT_LEN);
   const out = Buffer.alloc(ICMP + icmpLen);
@@ -152,7 +149,7 @@ export function unsolicitedNeighborAdvertisement(mac: string, ipv6: string): Buf
 }
 
 function malformed(reason: string): PodwireError {
-  return new PodwireError('ERR_DECODE', `malformed Neighbor Advertisement: ${reason}`);
+  return new DecodeError(`malformed Neighbor Advertisement: ${reason}`);
 }
 
 /**

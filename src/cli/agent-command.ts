@@ -4,7 +4,7 @@ import { loadAgentConfig } from '../agent/config.js';
 import { v8Gc } from '../agent/idle-release.js';
 import { jsonLogger } from '../agent/log.js';
 import { idleGcWarning, threadpoolWarning } from '../agent/runtime.js';
-import { PodwireError } from '../cni/errors.js';
+import { PodwireError } from '../base/errors.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 

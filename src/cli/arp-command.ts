@@ -9,7 +9,7 @@ import type { NodeIdentities } from '../agent/identities.js';
 import type { Identity } from '../arp/audit.js';
 import { auditArp } from '../arp/audit.js';
 import { captureArp } from '../arp/capture.js';
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError } from '../base/errors.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
@@ -29,8 +29,7 @@ function seconds(args: CliArgs): number {
   if (text === undefined) return DEFAULT_SECONDS;
   const n = Number(text);
   if (!Number.isFinite(n) || n <= 0 || n > MAX_SECONDS)
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
+    throw new InvalidConfigError(
       `--seconds: ${JSON.stringify(text)} must be a number from 0 to ${MAX_SECONDS}`,
     );
   return n;
@@ -42,7 +41,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     return 2;
   }
   const ifname = args.values.get('--interface');
-  if (ifname === undefined) throw new PodwireError('ERR_INVALID_CONFIG', '--interface: required');
+  if (ifname === undefined) throw new InvalidConfigError('--interface: required');
   const ms = seconds(args) * 1000;
   let ifindex: number | undefined;
   {
@@ -50,7 +49,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     ifindex = nl.linkByName(ifname)?.index;
   }
   if (ifindex === undefined)
-    throw new PodwireError('ERR_INVALID_CONFIG', `--interface: no interface ${ifname} in this namespace`);
+    throw new InvalidConfigError(`--interface: no interface ${ifname} in this namespace`);
   // Ask first: an agent that is down should fail the audit before the capture wastes N seconds.
   const socket = resolveControlSocket(args);
   await callAgent(socket, 'identities');

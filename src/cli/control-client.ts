@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { DEFAULT_CONFIG, loadAgentConfig } from '../agent/config.js';
 import { controlSocketPath } from '../agent/control-server.js';
-import { PodwireError } from '../cni/errors.js';
+import { DecodeError, InternalError, IoError, TryAgainError } from '../base/errors.js';
 import type { CliArgs } from './args.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/podwire/agent.yaml';
@@ -34,12 +34,11 @@ export function callAgent(
     sock.on('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
         reject(
-          new PodwireError(
-            'ERR_TRY_AGAIN',
+          new TryAgainError(
             `the podwire agent is not running (nothing listens on ${path}); start it with \`podwire agent --config FILE\`, or point to it with --config or --socket`,
           ),
         );
-      } else reject(new PodwireError('ERR_IO', `control socket ${path}: ${err.message}`, { cause: err }));
+      } else reject(new IoError(`control socket ${path}: ${err.message}`, { cause: err }));
     });
     sock.on('end', () => {
       try {
@@ -49,9 +48,9 @@ export function callAgent(
           error?: { code: string; message: string };
         };
         if (res.ok) resolve(res.result);
-        else reject(new PodwireError('ERR_INTERNAL', `agent: ${res.error?.message} (${res.error?.code})`));
+        else reject(new InternalError(`agent: ${res.error?.message} (${res.error?.code})`));
       } catch (err) {
-        reject(new PodwireError('ERR_DECODE', `control socket ${path}: unreadable answer`, { cause: err }));
+        reject(new DecodeError(`control socket ${path}: unreadable answer`, { cause: err }));
       }
     });
   });

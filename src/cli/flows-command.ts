@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.js';
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, UnknownContainerError } from '../base/errors.js';
 import type { FlowEntry } from '../datapath/ovs/flow-text.js';
 import { Ofctl } from '../datapath/ovs/ofctl.js';
 import { defaultOpenflowTarget } from '../datapath/ovs/ovs-datapath.js';
@@ -33,15 +33,11 @@ interface PodPortInfo {
 function loadOvsConfig(args: CliArgs): AgentConfig {
   const path = args.config ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
   if (!path) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
-      `no agent config: pass --config FILE (default ${DEFAULT_CONFIG_PATH})`,
-    );
+    throw new InvalidConfigError(`no agent config: pass --config FILE (default ${DEFAULT_CONFIG_PATH})`);
   }
   const config = loadAgentConfig(path);
   if (config.datapath !== 'ovs') {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
+    throw new InvalidConfigError(
       `${path}: datapath is ${config.datapath}; flows exist only with datapath: ovs`,
     );
   }
@@ -101,7 +97,7 @@ async function runFlows(args: CliArgs, out: (s: string) => void): Promise<number
   }
   const matches = pods.filter((p) => podMatches(p.record, query));
   if (matches.length === 0) {
-    throw new PodwireError('ERR_UNKNOWN_CONTAINER', `no pod port on ${config.bridge} for ${query}`);
+    throw new UnknownContainerError(`no pod port on ${config.bridge} for ${query}`);
   }
   for (const p of matches) {
     const flows = await ofctl.dumpFlows(`cookie=${cookieText(p.cookie)}/-1`);

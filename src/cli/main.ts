@@ -1,5 +1,5 @@
 /** `bin/podwire`: the agent and the CLI. */
-import { PodwireError } from '../cni/errors.js';
+import { PodwireError } from '../base/errors.js';
 import { agentCommand } from './agent-command.js';
 import { parseArgs, UsageError } from './args.js';
 import { arpCommand } from './arp-command.js';

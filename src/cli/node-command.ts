@@ -1,8 +1,8 @@
 /** `podwire node remove NAME`: takes a node out of the cluster for good (its record and pod CIDRs). */
 import { loadAgentConfig } from '../agent/config.js';
+import { InvalidConfigError } from '../base/errors.js';
 import { openClusterStore } from '../cluster/config.js';
 import { removeNode } from '../cluster/register.js';
-import { PodwireError } from '../cni/errors.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 import { DEFAULT_CONFIG_PATH } from './control-client.js';
@@ -14,8 +14,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     return 2;
   }
   const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
-  if (!config.cluster)
-    throw new PodwireError('ERR_INVALID_CONFIG', 'the configuration has no cluster: section');
+  if (!config.cluster) throw new InvalidConfigError('the configuration has no cluster: section');
   const store = await openClusterStore(config.cluster.store);
   try {
     const freed = await removeNode(store, name, { signal: AbortSignal.timeout(15_000) });

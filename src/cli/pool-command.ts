@@ -1,9 +1,9 @@
 /** `podwire pool create|list|show|delete`: the cluster's IP pools, straight from the cluster store. */
 import { loadAgentConfig } from '../agent/config.js';
+import { InvalidConfigError } from '../base/errors.js';
 import { openClusterStore } from '../cluster/config.js';
 import { parseIpPool } from '../cluster/ip-pool.js';
 import type { PoolStore } from '../cluster/pool-store.js';
-import { PodwireError } from '../cni/errors.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 import { DEFAULT_CONFIG_PATH } from './control-client.js';
@@ -16,15 +16,11 @@ async function withPools<T>(
   fn: (pools: PoolStore, signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
   const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
-  if (!config.cluster)
-    throw new PodwireError('ERR_INVALID_CONFIG', 'the configuration has no cluster: section');
+  if (!config.cluster) throw new InvalidConfigError('the configuration has no cluster: section');
   const store = await openClusterStore(config.cluster.store);
   try {
     if (!store.pools)
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
-        `${store.description} keeps no IP pools (pools need etcd)`,
-      );
+      throw new InvalidConfigError(`${store.description} keeps no IP pools (pools need etcd)`);
     return await fn(store.pools, AbortSignal.timeout(TIMEOUT_MS));
   } finally {
     await store.close();
@@ -65,7 +61,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
       case 'create': {
         const pool = poolFromArgs(name as string, args);
         if (!(await pools.createPool(pool, { signal })))
-          throw new PodwireError('ERR_INVALID_CONFIG', `pool ${pool.name} already exists`);
+          throw new InvalidConfigError(`pool ${pool.name} already exists`);
         if (args.json) json(pool);
         else
           out(
@@ -98,7 +94,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
       }
       case 'show': {
         const pool = await pools.getPool(name as string, { signal });
-        if (!pool) throw new PodwireError('ERR_INVALID_CONFIG', `no pool ${name}`);
+        if (!pool) throw new InvalidConfigError(`no pool ${name}`);
         const claims = await pools.claims(pool.name, { signal });
         if (args.json) json({ ...pool, claims });
         else
@@ -119,7 +115,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
       }
       default: {
         const deleted = await pools.deletePool(name as string, { signal });
-        if (!deleted) throw new PodwireError('ERR_INVALID_CONFIG', `no pool ${name}`);
+        if (!deleted) throw new InvalidConfigError(`no pool ${name}`);
         out(args.json ? `${JSON.stringify({ deleted: name })}\n` : `deleted pool ${name}\n`);
         return 0;
       }

@@ -7,7 +7,7 @@
  * `clusterCIDRs` and `nodeCIDRMaskSize` are separate top-level keys: see `parsePodCIDRPool` (pool.ts).
  */
 import { isAbsolute } from 'node:path';
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { parseEndpoint } from './etcd-gateway.js';
 import { EtcdStore, type EtcdStoreOptions } from './etcd-store.js';
 import { FileStore } from './file-store.js';
@@ -22,8 +22,7 @@ const ETCD_KEYS = new Set(['store', 'endpoints', 'prefix', 'requestTimeoutMs']);
 
 /** Validates the section; errors are ERR_INVALID_CONFIG naming the key, e.g. "cluster.endpoints[1]: ...". */
 export function parseClusterStoreConfig(value: unknown, key = 'cluster'): ClusterStoreConfig {
-  const bad = (k: string, why: string): PodwireError =>
-    new PodwireError('ERR_INVALID_CONFIG', `${k}: ${why}`);
+  const bad = (k: string, why: string): PodwireError => new InvalidConfigError(`${k}: ${why}`);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw bad(key, 'must be a mapping like {store: etcd, endpoints: [...]} or {store: file, path: ...}');
   }
@@ -46,8 +45,7 @@ export function parseClusterStoreConfig(value: unknown, key = 'cluster'): Cluste
       try {
         return parseEndpoint(e).url;
       } catch (err) {
-        throw new PodwireError(
-          'ERR_INVALID_CONFIG',
+        throw new InvalidConfigError(
           `${key}.endpoints[${i}]: ${JSON.stringify(e)}: must be http://HOST:PORT`,
           {
             cause: err,

@@ -11,7 +11,7 @@
  */
 import http from 'node:http';
 import { createConnection as netConnect, type Socket } from 'node:net';
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, PodwireError, StoreError } from '../base/errors.js';
 
 /** Opens the TCP connection to an endpoint; tests pass one that creates the socket in another netns. */
 export type ConnectFn = (target: { host: string; port: number }) => Socket;
@@ -55,12 +55,12 @@ export function parseEndpoint(url: string): Endpoint {
   try {
     u = new URL(url);
   } catch (err) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `cluster.endpoints: ${JSON.stringify(url)} is not a URL`, {
+    throw new InvalidConfigError(`cluster.endpoints: ${JSON.stringify(url)} is not a URL`, {
       cause: err,
     });
   }
   if (u.protocol !== 'http:' || u.pathname !== '/' || u.search !== '' || u.username !== '') {
-    throw new PodwireError('ERR_INVALID_CONFIG', `cluster.endpoints: ${url}: must be http://HOST:PORT`);
+    throw new InvalidConfigError(`cluster.endpoints: ${url}: must be http://HOST:PORT`);
   }
   const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
   return { url: `http://${u.host}`, host, port: u.port === '' ? 80 : Number(u.port) };
@@ -77,7 +77,7 @@ export class EtcdGateway {
 
   constructor(opts: EtcdGatewayOptions) {
     if (opts.endpoints.length === 0) {
-      throw new PodwireError('ERR_INVALID_CONFIG', 'cluster.endpoints: at least one etcd endpoint is needed');
+      throw new InvalidConfigError('cluster.endpoints: at least one etcd endpoint is needed');
     }
     this.#endpoints = opts.endpoints.map(parseEndpoint);
     this.#timeoutMs = opts.requestTimeoutMs;
@@ -141,7 +141,7 @@ export class EtcdGateway {
 
   /** Aborts every request in flight and refuses new ones. Idempotent. */
   destroy(): void {
-    this.#destroyed.abort(new PodwireError('ERR_STORE', 'etcd client closed'));
+    this.#destroyed.abort(new StoreError('etcd client closed'));
   }
 
   #request(

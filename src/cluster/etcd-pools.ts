@@ -4,7 +4,7 @@
  *   PREFIX/pools/NAME           -> IpPool as JSON
  *   PREFIX/pool-ips/NAME/IP     -> PoolClaimOwner as JSON (one key per held address)
  */
-import { PodwireError } from '../cni/errors.js';
+import { StoreError } from '../base/errors.js';
 import { canonicalIp } from '../ipam/ip.js';
 import type { EtcdKv, Kv } from './etcd-kv.js';
 import { type IpPool, parseIpPool } from './ip-pool.js';
@@ -138,7 +138,7 @@ export class EtcdPoolStore implements PoolStore {
     try {
       return parseIpPool(JSON.parse(kv.value), kv.key).pool;
     } catch (err) {
-      throw new PodwireError('ERR_STORE', `${kv.key}: not a valid pool record`, { cause: err });
+      throw new StoreError(`${kv.key}: not a valid pool record`, { cause: err });
     }
   }
 }

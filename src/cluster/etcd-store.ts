@@ -9,7 +9,7 @@
  * is down, calls still try (so recovery is seen at once) but fail within `requestTimeoutMs` per
  * endpoint with ERR_STORE: connection refused fails at once, a hung etcd at the timeout.
  */
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, PodwireError } from '../base/errors.js';
 import { Backoff, pause } from './backoff.js';
 import { type ConnectFn, EtcdGateway, GatewayError } from './etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type Kv } from './etcd-kv.js';
@@ -74,10 +74,7 @@ export class EtcdStore implements ClusterStore {
   private constructor(opts: EtcdStoreOptions) {
     const prefix = opts.prefix ?? '/podwire';
     if (!PREFIX.test(prefix)) {
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
-        `cluster.prefix: ${JSON.stringify(prefix)} must look like /podwire`,
-      );
+      throw new InvalidConfigError(`cluster.prefix: ${JSON.stringify(prefix)} must look like /podwire`);
     }
     this.#gateway = new EtcdGateway({
       endpoints: opts.endpoints,

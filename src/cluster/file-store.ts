@@ -17,7 +17,7 @@
 import { type FSWatcher, watch as fsWatch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { PodwireError } from '../cni/errors.js';
+import { PodwireError } from '../base/errors.js';
 import { EventQueue } from './event-queue.js';
 import { parseClusterFile } from './file-format.js';
 import { HealthState } from './health.js';

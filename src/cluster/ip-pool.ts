@@ -5,7 +5,7 @@
  *
  *   {name: blue, ranges: ["172.30.0.100-172.30.0.123"], subnet: {gateway: 172.30.0.254, prefixLength: 24}, vlan: 0}
  */
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { addressBits, formatIp, type IpFamily, parseIp } from '../ipam/ip.js';
 
 export interface IpPool {
@@ -38,7 +38,7 @@ const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const KEYS = new Set(['name', 'ranges', 'subnet', 'vlan']);
 
 function bad(where: string, key: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `${where}: ${key}: ${why}`);
+  return new InvalidConfigError(`${where}: ${key}: ${why}`);
 }
 
 /** Validates a pool (from the CLI or the store); errors name the key, prefixed with `where`. */

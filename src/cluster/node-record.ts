@@ -2,7 +2,7 @@
  * Node records: validation into canonical form, equality, and the difference between two node sets.
  * Every record a store hands out went through `parseNodeRecord`, so consumers may trust its fields.
  */
-import type { PodwireError } from '../cni/errors.js';
+import type { PodwireError } from '../base/errors.js';
 import { canonicalAddress, isPrefix, parsePrefix } from './prefix.js';
 import { type NodeEvent, type NodeRecord, type StoredNode, storeError } from './store.js';
 

@@ -4,7 +4,7 @@
  * first), so concurrent leasers contend for the same next subnet and the store's compare-and-swap
  * decides; nobody guesses.
  */
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { type IpFamily, isPrefix, type Prefix, parsePrefix, prefixContains, subnets } from './prefix.js';
 import type { PodCIDRPool } from './store.js';
 
@@ -24,7 +24,7 @@ export interface ParsedPool {
 }
 
 function bad(key: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `${key}: ${why}`);
+  return new InvalidConfigError(`${key}: ${why}`);
 }
 
 /**

@@ -14,7 +14,7 @@
  * Errors: every failure is a `PodwireError` with code ERR_STORE and a message naming what failed,
  * except a bad pod CIDR pool, which is a configuration error (ERR_INVALID_CONFIG, naming the key).
  */
-import { PodwireError } from '../cni/errors.js';
+import { type PodwireError, StoreError } from '../base/errors.js';
 import type { PoolStore } from './pool-store.js';
 
 /** One node of the cluster. Optional fields may be added; readers ignore fields they do not know. */
@@ -132,7 +132,7 @@ export interface ClusterStore {
 }
 
 export function storeError(message: string, cause?: unknown): PodwireError {
-  return new PodwireError('ERR_STORE', message, cause === undefined ? undefined : { cause });
+  return new StoreError(message, cause === undefined ? undefined : { cause });
 }
 
 /** Rejects with the signal's reason as an ERR_STORE naming the operation, when it has aborted. */

@@ -8,7 +8,7 @@
  * spec or podwire define must have the right type.
  */
 
-import { PodwireError } from './errors.js';
+import { DecodeError, IncompatibleVersionError, type PodwireError } from '../base/errors.js';
 import {
   expectObject,
   fieldPath,
@@ -47,20 +47,20 @@ function decodeObject(stdin: Buffer | string, what: string): JsonObject {
   try {
     text = typeof stdin === 'string' ? stdin : new TextDecoder('utf-8', { fatal: true }).decode(stdin);
   } catch (err) {
-    throw new PodwireError('ERR_DECODE', `${what}: not valid UTF-8`, { cause: err });
+    throw new DecodeError(`${what}: not valid UTF-8`, { cause: err });
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new PodwireError('ERR_DECODE', `${what}: not valid JSON`, { cause: err });
+    throw new DecodeError(`${what}: not valid JSON`, { cause: err });
   }
-  if (!isJsonObject(value)) throw new PodwireError('ERR_DECODE', `${what}: must be a JSON object`);
+  if (!isJsonObject(value)) throw new DecodeError(`${what}: must be a JSON object`);
   return value;
 }
 
 function incompatible(message: string): PodwireError {
-  return new PodwireError('ERR_INCOMPATIBLE_VERSION', message);
+  return new IncompatibleVersionError(message);
 }
 
 /** Validates `cniVersion` against what podwire speaks and what `command` needs. */

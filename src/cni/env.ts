@@ -11,7 +11,7 @@
  * Attachment variables sent with VERSION, GC or STATUS are ignored, as libcni's skel ignores them.
  */
 
-import { PodwireError } from './errors.js';
+import { InvalidEnvError, type PodwireError } from '../base/errors.js';
 import { quote, validateAbsolutePath, validateContainerID, validateInterfaceName } from './names.js';
 import { CNI_COMMANDS, type CniCommand, type CniEnv } from './types.js';
 
@@ -27,7 +27,7 @@ const REQUIRED: Record<CniCommand, readonly string[]> = {
 };
 
 function envError(variable: string, reason: string): PodwireError {
-  return new PodwireError('ERR_INVALID_ENV', `${variable}: ${reason}`);
+  return new InvalidEnvError(`${variable}: ${reason}`);
 }
 
 /** Reads a variable, mapping '' to undefined. */

@@ -1,10 +1,12 @@
 /**
- * Errors inside podwire carry a stable string `code`; the CNI numeric code is derived from it only at
- * the boundary where an answer goes back to the runtime (see `toCniErrorObject`).
+ * The CNI boundary of podwire's errors: inside podwire every failure is a `PodwireError` with a
+ * domain code (`src/base/errors.ts`); here, and only here, a code becomes the CNI error number
+ * (CNI spec 1.1.0, "Error codes") written back to the runtime.
  */
+import { PodwireError, type PodwireErrorCode } from '../base/errors.js';
 
-/** Every failure podwire reports, with the CNI error code (SPEC.md "Error codes") it maps to. */
-export const CNI_CODES = {
+/** The CNI error number of each code: the spec's own (1-51), podwire's from 100 on. */
+export const CNI_CODES: Record<PodwireErrorCode, number> = {
   ERR_INCOMPATIBLE_VERSION: 1,
   ERR_UNSUPPORTED_FIELD: 2,
   ERR_UNKNOWN_CONTAINER: 3,
@@ -15,7 +17,6 @@ export const CNI_CODES = {
   ERR_TRY_AGAIN: 11,
   ERR_NOT_AVAILABLE: 50,
   ERR_LIMITED_CONNECTIVITY: 51,
-  // 100 and up: podwire's own.
   ERR_INTERNAL: 100,
   ERR_IPAM_EXHAUSTED: 101,
   ERR_ALREADY_ALLOCATED: 102,
@@ -24,24 +25,9 @@ export const CNI_CODES = {
   ERR_KERNEL: 105,
   ERR_DATAPATH: 106,
   ERR_STORE: 107,
-} as const;
+};
 
-export type PodwireErrorCode = keyof typeof CNI_CODES;
-
-export class PodwireError extends Error {
-  override readonly name = 'PodwireError';
-  readonly code: PodwireErrorCode;
-  /** Extra context for the CNI `details` field. */
-  readonly details: string | undefined;
-
-  constructor(code: PodwireErrorCode, message: string, options?: { cause?: unknown; details?: string }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.details = options?.details;
-  }
-}
-
-/** The CNI error object (SPEC.md "Error") written to the runtime. */
+/** The CNI error object (spec: "Error") written to the runtime. */
 export interface CniErrorObject {
   cniVersion: string;
   code: number;

@@ -7,7 +7,7 @@
  * never be mistaken for a configured one.
  */
 
-import { PodwireError } from './errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -25,7 +25,7 @@ export function fieldPath(parent: string, key: string | number): string {
 }
 
 export function invalid(path: string, reason: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `${path}: ${reason}`);
+  return new InvalidConfigError(`${path}: ${reason}`);
 }
 
 function typeName(value: unknown): string {

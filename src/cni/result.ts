@@ -11,7 +11,7 @@
  * output for a given result and version is exactly one JSON text.
  */
 
-import { PodwireError } from './errors.js';
+import { IncompatibleVersionError, InternalError } from '../base/errors.js';
 import { cidrFamily, type IpFamily, ipFamily } from './ip.js';
 import {
   expectObject,
@@ -57,8 +57,7 @@ export function formatVersionResult(requested?: string): VersionInfo {
 
 function requireSupported(cniVersion: string): void {
   if (!isSupportedVersion(cniVersion)) {
-    throw new PodwireError(
-      'ERR_INCOMPATIBLE_VERSION',
+    throw new IncompatibleVersionError(
       `cniVersion: ${JSON.stringify(cniVersion)} is not supported; supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
     );
   }
@@ -80,10 +79,7 @@ function formatIp(ip: CniIpConfig, versioned: boolean): JsonObject {
     const family = cidrFamily(ip.address);
     if (family === undefined) {
       // Only a bug inside podwire can get here: every address it reports comes from its own IPAM.
-      throw new PodwireError(
-        'ERR_INTERNAL',
-        `ips.address: ${JSON.stringify(ip.address)} is not an address/prefix`,
-      );
+      throw new InternalError(`ips.address: ${JSON.stringify(ip.address)} is not an address/prefix`);
     }
     out.version = String(family);
   }

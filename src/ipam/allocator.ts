@@ -7,7 +7,14 @@
  * start. Calls for one attachment (containerId, ifname) run one at a time.
  */
 
-import { PodwireError } from '../cni/errors.js';
+import {
+  AlreadyAllocatedError,
+  errorWithCode,
+  InvalidConfigError,
+  IpamExhaustedError,
+  PodwireError,
+  StoreError,
+} from '../base/errors.js';
 import { type Cidr, parseCidr } from './cidr.js';
 import type { IpFamily } from './ip.js';
 import { KeyedMutex } from './keyed-mutex.js';
@@ -84,8 +91,7 @@ export class NodeLocalAllocator {
       for (const range of this.#ranges) {
         const held = range.ipsOf(owner);
         if (held.length > 0) {
-          throw new PodwireError(
-            'ERR_ALREADY_ALLOCATED',
+          throw new AlreadyAllocatedError(
             `container ${owner.containerId} interface ${owner.ifname} already holds ${held.join(', ')} in ${range.rangeId}`,
           );
         }
@@ -124,8 +130,7 @@ export class NodeLocalAllocator {
         }
       }
       if (failures.length > 0) {
-        throw new PodwireError(
-          'ERR_STORE',
+        throw new StoreError(
           `releasing the addresses of container ${owner.containerId} interface ${owner.ifname} failed`,
           { cause: new AggregateError(failures, 'release failures') },
         );
@@ -161,7 +166,7 @@ export class NodeLocalAllocator {
     for (;;) {
       const ip = range.takeCandidate();
       if (ip === undefined) {
-        throw new PodwireError('ERR_IPAM_EXHAUSTED', `no free address left in ${range.rangeId}`);
+        throw new IpamExhaustedError(`no free address left in ${range.rangeId}`);
       }
       let claimed: boolean;
       try {
@@ -172,7 +177,7 @@ export class NodeLocalAllocator {
           await this.#store.release(range.rangeId, ip, rec);
         } catch (releaseErr) {
           range.settleCandidate(ip, rec, true); // may be ours: keep it, so that a later release frees it
-          throw new PodwireError('ERR_STORE', `claiming ${ip} in ${range.rangeId} failed, state unknown`, {
+          throw new StoreError(`claiming ${ip} in ${range.rangeId} failed, state unknown`, {
             cause: new AggregateError([err, releaseErr], 'claim and settling release both failed'),
           });
         }
@@ -205,7 +210,7 @@ export class NodeLocalAllocator {
     if (failures.length === 0) return err;
     const code = err instanceof PodwireError ? err.code : 'ERR_STORE';
     const msg = err instanceof Error ? err.message : String(err);
-    return new PodwireError(code, `${msg}; rolling back the addresses already claimed also failed`, {
+    return errorWithCode(code, `${msg}; rolling back the addresses already claimed also failed`, {
       cause: new AggregateError([err, ...failures], 'allocation and rollback failures'),
     });
   }
@@ -225,8 +230,7 @@ function toAllocation(range: RangeState, ip: string): Allocation {
 function checkAttachment(attachment: AttachmentKey): AttachmentKey {
   const { containerId, ifname } = attachment ?? {};
   if (typeof containerId !== 'string' || containerId === '' || typeof ifname !== 'string' || ifname === '') {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
+    throw new InvalidConfigError(
       `invalid attachment ${JSON.stringify(attachment)}: containerId and ifname must be non-empty strings`,
     );
   }
@@ -236,17 +240,13 @@ function checkAttachment(attachment: AttachmentKey): AttachmentKey {
 /** Parses the node's pod CIDRs: one or two, at most one per family. */
 export function parsePodCidrs(podCidrs: readonly string[]): Cidr[] {
   if (!Array.isArray(podCidrs) || podCidrs.length === 0) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
-      `invalid podCIDRs ${JSON.stringify(podCidrs)}: need at least one CIDR`,
-    );
+    throw new InvalidConfigError(`invalid podCIDRs ${JSON.stringify(podCidrs)}: need at least one CIDR`);
   }
   const cidrs = podCidrs.map((text, i) => parseCidr(text, `podCIDRs[${i}]`));
   for (const family of [4, 6] as const) {
     const same = cidrs.filter((c) => c.family === family);
     if (same.length > 1) {
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
+      throw new InvalidConfigError(
         `invalid podCIDRs ${JSON.stringify(podCidrs)}: at most one IPv${family} CIDR per node, got ${same.map((c) => c.text).join(', ')}`,
       );
     }

@@ -10,7 +10,7 @@
  * A range is accepted only if it has at least one assignable address (see `parseCidr`).
  */
 
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { addressBits, formatIp, type IpFamily, parseIp } from './ip.js';
 
 const PREFIX_LENGTH = /^(0|[1-9][0-9]{0,2})$/;
@@ -96,7 +96,7 @@ export class Cidr {
 }
 
 function invalid(what: string, text: string, why: string): PodwireError {
-  return new PodwireError('ERR_INVALID_CONFIG', `invalid ${what} ${JSON.stringify(text)}: ${why}`);
+  return new InvalidConfigError(`invalid ${what} ${JSON.stringify(text)}: ${why}`);
 }
 
 /**

@@ -13,7 +13,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError } from '../base/errors.js';
 import { canonicalIp, parseIp } from './ip.js';
 
 const NAME_MAX = 255;
@@ -38,10 +38,7 @@ export function rangeDirName(rangeId: string): string {
     else name += percentEncode(char);
   }
   if (name === '' || Buffer.byteLength(name) > NAME_MAX) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
-      `IPAM range id ${JSON.stringify(rangeId)} cannot name a directory`,
-    );
+    throw new InvalidConfigError(`IPAM range id ${JSON.stringify(rangeId)} cannot name a directory`);
   }
   return name;
 }

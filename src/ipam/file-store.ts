@@ -17,7 +17,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PodwireError } from '../cni/errors.js';
+import { PodwireError, StoreError } from '../base/errors.js';
 import { DirSyncer } from './dir-sync.js';
 import {
   addressFileName,
@@ -175,7 +175,7 @@ export class FileStore implements IpamStore {
 function storeError(what: string, err: unknown): PodwireError {
   if (err instanceof PodwireError) return err;
   const msg = err instanceof Error ? err.message : String(err);
-  return new PodwireError('ERR_STORE', `${what}: ${msg}`, { cause: err });
+  return new StoreError(`${what}: ${msg}`, { cause: err });
 }
 
 /** The record in `file`; undefined when there is no such file; ERR_STORE when it is not a record. */
@@ -191,9 +191,9 @@ async function readRecord(file: string): Promise<AllocationRecord | undefined> {
   try {
     rec = asRecord(JSON.parse(text));
   } catch (err) {
-    throw new PodwireError('ERR_STORE', `IPAM record ${file} is not JSON`, { cause: err });
+    throw new StoreError(`IPAM record ${file} is not JSON`, { cause: err });
   }
-  if (rec === undefined) throw new PodwireError('ERR_STORE', `IPAM record ${file} lacks owner fields`);
+  if (rec === undefined) throw new StoreError(`IPAM record ${file} lacks owner fields`);
   return rec;
 }
 

@@ -6,7 +6,7 @@
  * not in the mixed "::ffff:1.2.3.4" form.
  */
 
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError } from '../base/errors.js';
 
 export type IpFamily = 4 | 6;
 
@@ -90,7 +90,7 @@ export function parseIp(text: string): IpValue | undefined {
 export function parseIpOrThrow(text: string, what = 'IP address'): IpValue {
   const ip = typeof text === 'string' ? parseIp(text) : undefined;
   if (ip === undefined) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid ${what} ${JSON.stringify(text)}`);
+    throw new InvalidConfigError(`invalid ${what} ${JSON.stringify(text)}`);
   }
   return ip;
 }

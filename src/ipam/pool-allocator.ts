@@ -11,9 +11,14 @@
  * The local range id carries what an allocation needs without asking the store: `pool/NAME/GW/PLEN`.
  */
 
+import {
+  AlreadyAllocatedError,
+  InternalError,
+  InvalidConfigError,
+  IpamExhaustedError,
+} from '../base/errors.js';
 import { type ParsedPool, parseIpPool, poolAddresses, poolContains } from '../cluster/ip-pool.js';
 import type { PoolClaimOwner, PoolStore } from '../cluster/pool-store.js';
-import { PodwireError } from '../cni/errors.js';
 import type { Allocation, OwnedAllocation, RangeUsage } from './allocator.js';
 import { formatIp, parseIp } from './ip.js';
 import { KeyedMutex } from './keyed-mutex.js';
@@ -92,16 +97,12 @@ export class PoolAllocator {
     return this.#mutex.run(attachmentKey(att), async () => {
       const before = this.#held.get(attachmentKey(att));
       if (before)
-        throw new PodwireError(
-          'ERR_ALREADY_ALLOCATED',
+        throw new AlreadyAllocatedError(
           `container ${att.containerId} interface ${att.ifname} already holds ${before.ip} in pool ${before.pool}`,
         );
       const stored = await this.#o.pools.getPool(req.pool);
       if (!stored)
-        throw new PodwireError(
-          'ERR_INVALID_CONFIG',
-          `${req.poolSource}: no IP pool named ${JSON.stringify(req.pool)}`,
-        );
+        throw new InvalidConfigError(`${req.poolSource}: no IP pool named ${JSON.stringify(req.pool)}`);
       const pool = parseIpPool(stored, `pool ${req.pool}`);
       const createdAt = this.#now().toISOString();
       const owner: PoolClaimOwner = {
@@ -117,10 +118,7 @@ export class PoolAllocator {
       if (req.pod !== undefined) rec.pod = req.pod;
       try {
         if (!(await this.#o.local.claim(rangeId, claim.ip, rec)))
-          throw new PodwireError(
-            'ERR_INTERNAL',
-            `pool ${req.pool}: ${claim.ip} already recorded on this node`,
-          );
+          throw new InternalError(`pool ${req.pool}: ${claim.ip} already recorded on this node`);
       } catch (err) {
         await this.#o.pools.release(req.pool, claim);
         throw err;
@@ -142,16 +140,14 @@ export class PoolAllocator {
   async #claimFixed(pool: ParsedPool, want: { value: string; source: string }, owner: PoolClaimOwner) {
     const ip = parseIp(want.value);
     if (!ip || ip.family !== pool.family || !poolContains(pool, ip.value))
-      throw new PodwireError(
-        'ERR_INVALID_CONFIG',
+      throw new InvalidConfigError(
         `${want.source}: ${want.value} is not an address of pool ${pool.pool.name} (ranges ${pool.pool.ranges.join(', ')}; network, gateway and broadcast excluded)`,
       );
     const text = formatIp(ip.family, ip.value);
     const claim = await this.#o.pools.claim(pool.pool.name, text, owner);
     if (claim) return claim;
     const holder = await this.#o.pools.claimOf(pool.pool.name, text);
-    throw new PodwireError(
-      'ERR_ALREADY_ALLOCATED',
+    throw new AlreadyAllocatedError(
       `${want.source}: ${text} in pool ${pool.pool.name} is already held${holder ? ` by ${holder.owner.pod ?? holder.owner.containerId} on node ${holder.owner.node}` : ''}`,
     );
   }
@@ -167,8 +163,7 @@ export class PoolAllocator {
       const claim = await this.#o.pools.claim(name, ip, owner);
       if (claim) return claim;
     }
-    throw new PodwireError(
-      'ERR_IPAM_EXHAUSTED',
+    throw new IpamExhaustedError(
       `pool ${name} exhausted: all ${pool.size} addresses (${pool.pool.ranges.join(', ')}) are in use`,
     );
   }

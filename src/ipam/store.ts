@@ -24,7 +24,7 @@
  * range's canonical CIDR text. The store does not check that `ip` lies inside the range.
  */
 
-import { PodwireError } from '../cni/errors.js';
+import { InvalidConfigError, type PodwireError, StoreError } from '../base/errors.js';
 import { canonicalIp } from './ip.js';
 
 export interface AllocationRecord {
@@ -92,15 +92,14 @@ export function checkKey(rangeId: string, ip: string): string {
 
 export function checkRangeId(rangeId: string): void {
   if (!nonEmpty(rangeId)) {
-    throw new PodwireError('ERR_INVALID_CONFIG', `invalid IPAM range id ${JSON.stringify(rangeId)}`);
+    throw new InvalidConfigError(`invalid IPAM range id ${JSON.stringify(rangeId)}`);
   }
 }
 
 export function checkRecord(rec: AllocationRecord): AllocationRecord {
   const checked = asRecord(rec);
   if (checked === undefined) {
-    throw new PodwireError(
-      'ERR_INVALID_CONFIG',
+    throw new InvalidConfigError(
       `invalid IPAM record ${JSON.stringify(rec)}: containerId, ifname and createdAt must be non-empty strings`,
     );
   }
@@ -108,5 +107,5 @@ export function checkRecord(rec: AllocationRecord): AllocationRecord {
 }
 
 export function closedError(): PodwireError {
-  return new PodwireError('ERR_STORE', 'IPAM store is closed');
+  return new StoreError('IPAM store is closed');
 }

@@ -4,7 +4,7 @@
  * of the socket it arrives on: create the socket with `inNetns` for a pod interface (I1).
  */
 import koffi from 'koffi';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError } from '../base/errors.js';
 import { AF_INET, close, KernelError, SOCK_DGRAM, socket } from './libc.js';
 
 const libc = koffi.load('libc.so.6');
@@ -56,10 +56,10 @@ export class EthtoolSocket implements Disposable {
 
   /** Sends one struct ethtool_value { cmd, data } request; returns `data` as the kernel left it. */
   #request(ifname: string, cmd: number, data: number): number {
-    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', 'ethtool socket used after close');
+    if (this.#fd < 0) throw new InternalError('ethtool socket used after close');
     const name = Buffer.from(ifname, 'latin1');
     if (name.length === 0 || name.length >= IFNAMSIZ) {
-      throw new PodwireError('ERR_INTERNAL', `bad interface name ${JSON.stringify(ifname)}`);
+      throw new InternalError(`bad interface name ${JSON.stringify(ifname)}`);
     }
     const value = Buffer.alloc(8);
     value.writeUInt32LE(cmd, 0);

@@ -5,7 +5,7 @@
  */
 import { constants } from 'node:os';
 import koffi from 'koffi';
-import { PodwireError } from '../cni/errors.js';
+import { PodwireError } from '../base/errors.js';
 
 const libc = koffi.load('libc.so.6');
 

@@ -8,7 +8,7 @@
  */
 import { closeSync, constants as fsc, fstatSync, openSync, statSync } from 'node:fs';
 import koffi from 'koffi';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError, InvalidEnvError } from '../base/errors.js';
 import { CLONE_NEWNET, KernelError, setns } from './libc.js';
 
 const libc = koffi.load('libc.so.6');
@@ -53,12 +53,12 @@ export class NetnsHandle implements Disposable {
     try {
       fd = openSync(path, fsc.O_RDONLY); // libuv adds O_CLOEXEC;
     } catch (err) {
-      throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: cannot open ${path}`, { cause: err });
+      throw new InvalidEnvError(`CNI_NETNS: cannot open ${path}`, { cause: err });
     }
     try {
       const type = Number(ioctl(fd, NS_GET_NSTYPE));
       if (type !== CLONE_NEWNET) {
-        throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: ${path} is not a network namespace`, {
+        throw new InvalidEnvError(`CNI_NETNS: ${path} is not a network namespace`, {
           cause: type < 0 ? new KernelError('ioctl(NS_GET_NSTYPE)', koffi.errno()) : undefined,
         });
       }
@@ -76,7 +76,7 @@ export class NetnsHandle implements Disposable {
   }
 
   get fd(): number {
-    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', `netns handle ${this.path} used after close`);
+    if (this.#fd < 0) throw new InternalError(`netns handle ${this.path} used after close`);
     return this.#fd;
   }
 
@@ -101,7 +101,7 @@ export function openPodNetns(path: string, home: NetnsHandle): NetnsHandle {
   const h = NetnsHandle.open(path);
   if (sameNetns(h.id, home.id)) {
     h.close();
-    throw new PodwireError('ERR_INVALID_ENV', `CNI_NETNS: ${path} is the node's own network namespace`);
+    throw new InvalidEnvError(`CNI_NETNS: ${path} is the node's own network namespace`);
   }
   return h;
 }
@@ -124,7 +124,7 @@ function returnHome(home: NetnsHandle): void {
     onReturnFailure(err);
   }
   if (!sameNetns(currentNetnsId(), home.id)) {
-    onReturnFailure(new PodwireError('ERR_INTERNAL', 'thread namespace differs from home after setns'));
+    onReturnFailure(new InternalError('thread namespace differs from home after setns'));
   }
 }
 
@@ -135,24 +135,21 @@ function returnHome(home: NetnsHandle): void {
 export function inNetns<T>(target: NetnsHandle, home: NetnsHandle, fn: () => NotPromise<T>): NotPromise<T> {
   const before = currentNetnsId();
   if (!sameNetns(before, home.id)) {
-    return onReturnFailure(new PodwireError('ERR_INTERNAL', 'thread is not in its home namespace on entry'));
+    return onReturnFailure(new InternalError('thread is not in its home namespace on entry'));
   }
   setns(target.fd, CLONE_NEWNET);
   let result: NotPromise<T>;
   try {
     const inside = currentNetnsId();
     if (!sameNetns(inside, target.id)) {
-      throw new PodwireError('ERR_INTERNAL', `setns into ${target.path} landed in another namespace`);
+      throw new InternalError(`setns into ${target.path} landed in another namespace`);
     }
     result = fn();
   } finally {
     returnHome(home);
   }
   if (result !== null && typeof (result as { then?: unknown })?.then === 'function') {
-    throw new PodwireError(
-      'ERR_INTERNAL',
-      'inNetns callback returned a promise: namespace work must be synchronous',
-    );
+    throw new InternalError('inNetns callback returned a promise: namespace work must be synchronous');
   }
   return result;
 }

@@ -4,7 +4,7 @@
  * scrape): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
  * runs in its own namespace; a test's runs in the throwaway node namespace it made.
  */
-import { PodwireError } from '../cni/errors.js';
+import { DatapathError } from '../base/errors.js';
 import { type Run, run } from '../process/run.js';
 
 /** A wedged `nft` must not hang the agent's start, stop or a metrics scrape. */
@@ -38,9 +38,9 @@ async function exec(cmd: string, args: string[], input?: string): Promise<string
   try {
     r = await run(cmd, args, { timeoutMs: NFT_TIMEOUT_MS, ...(input === undefined ? {} : { input }) });
   } catch (err) {
-    throw new PodwireError('ERR_DATAPATH', `nft: ${String(err)} (is nftables installed?)`);
+    throw new DatapathError(`nft: ${String(err)} (is nftables installed?)`);
   }
-  if (r.code !== 0) throw new PodwireError('ERR_DATAPATH', `nft exited ${r.code}: ${r.stderr.trim()}`);
+  if (r.code !== 0) throw new DatapathError(`nft exited ${r.code}: ${r.stderr.trim()}`);
   return r.stdout;
 }
 

@@ -4,7 +4,7 @@
  */
 
 import { constants } from 'node:os';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError } from '../base/errors.js';
 import {
   AF_PACKET,
   bind,
@@ -74,7 +74,7 @@ export class CaptureSocket implements Disposable {
 
   /** Every frame queued now (copies), without waiting for more. */
   drain(): Buffer[] {
-    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', 'capture socket used after close');
+    if (this.#fd < 0) throw new InternalError('capture socket used after close');
     const frames: Buffer[] = [];
     for (;;) {
       let n: number;
@@ -126,7 +126,7 @@ export class PacketSocket implements Disposable {
 
   /** Sends one complete Ethernet frame. */
   send(frame: Buffer): void {
-    if (this.#fd < 0) throw new PodwireError('ERR_INTERNAL', 'packet socket used after close');
+    if (this.#fd < 0) throw new InternalError('packet socket used after close');
     sendto(this.#fd, frame, 0, this.#dest);
   }
 

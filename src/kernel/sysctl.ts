@@ -3,7 +3,7 @@
  * opens it, so writing a pod's sysctl is `inNetns(pod, home, () => writeSysctl(...))`.
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
-import { PodwireError } from '../cni/errors.js';
+import { InternalError } from '../base/errors.js';
 
 /** Writes a sysctl in one fixed namespace; lets components be run against a test namespace. */
 export type SysctlWriter = (key: string, value: string) => void;
@@ -12,8 +12,7 @@ const IFNAME = /^[^/\s:]{1,15}$/;
 
 function procPath(key: string): string {
   // Keys use '/' separators so that interface names with dots stay unambiguous.
-  if (key.includes('..') || key.startsWith('/'))
-    throw new PodwireError('ERR_INTERNAL', `bad sysctl key ${key}`);
+  if (key.includes('..') || key.startsWith('/')) throw new InternalError(`bad sysctl key ${key}`);
   return `/proc/sys/${key}`;
 }
 
@@ -29,6 +28,6 @@ export function writeSysctl(key: string, value: string): void {
 
 /** The per-interface sysctl key, e.g. `ifaceSysctl(4, 'podwire0', 'arp_announce')`. */
 export function ifaceSysctl(family: 4 | 6, ifname: string, name: string): string {
-  if (!IFNAME.test(ifname)) throw new PodwireError('ERR_INTERNAL', `bad interface name ${ifname}`);
+  if (!IFNAME.test(ifname)) throw new InternalError(`bad interface name ${ifname}`);
   return `net/ipv${family}/conf/${ifname}/${name}`;
 }

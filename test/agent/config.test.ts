@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DEFAULT_CONFIG, DEFAULT_OVS_BRIDGE, parseAgentConfig } from '../../src/agent/config.js';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 
 describe('agent config', () => {
   test('defaults fill what is not given', () => {

@@ -10,7 +10,7 @@ import {
   encodeArpPacket,
   gratuitousArp,
 } from '../../src/arp/arp-frame.js';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 
 const macBytes = fc.uint8Array({ minLength: 6, maxLength: 6 });
 const macText = macBytes.map((b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(':'));

@@ -9,7 +9,7 @@ import {
   normalizeMac,
   parseMac,
 } from '../../src/arp/ethernet.js';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 
 const macBytes = fc.uint8Array({ minLength: 6, maxLength: 6 });
 /** Canonical MAC text built without the code under test. */

@@ -3,7 +3,7 @@ import { SocketAddress } from 'node:net';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { formatIPv4, formatIPv6, normalizeIPv6, parseIPv4, parseIPv6 } from '../../src/arp/inet.js';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 
 /** Eight 16-bit groups, biased towards zero runs and ffff so '::' and the IPv4 forms are exercised. */
 const ipv6Words = fc.array(

@@ -1,7 +1,7 @@
 /** Test helpers: a background consumer of a node watch, and error/timing assertions. */
 
+import { PodwireError } from '../../src/base/errors.js';
 import type { ClusterStore, NodeEvent, NodeList } from '../../src/cluster/store.js';
-import { PodwireError } from '../../src/cni/errors.js';
 
 /** Consumes `store.watchNodes` in the background and records every event. */
 export class EventLog {

@@ -1,7 +1,7 @@
 /** Shared assertion for the cni tests: a PodwireError with the expected code whose message names a field. */
 
 import assert from 'node:assert/strict';
-import { PodwireError, type PodwireErrorCode } from '../../src/cni/errors.js';
+import { PodwireError, type PodwireErrorCode } from '../../src/base/errors.js';
 
 export function assertCniError(fn: () => unknown, code: PodwireErrorCode, field: string): void {
   assert.throws(fn, (err: unknown) => {

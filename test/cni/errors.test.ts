@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { InvalidConfigError } from '../../src/base/errors.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { parseEnv } from '../../src/cni/env.js';
-import { PodwireError, toCniErrorObject } from '../../src/cni/errors.js';
+import { toCniErrorObject } from '../../src/cni/errors.js';
 
 /** Runs `fn`, which must throw, and returns the CNI error object the runtime would receive. */
 function answerFor(fn: () => unknown, cniVersion = '1.1.0') {
@@ -88,7 +89,7 @@ describe('toCniErrorObject for the spec layer failures', () => {
   });
 
   test('explicit details win over the cause', () => {
-    const err = new PodwireError('ERR_INVALID_CONFIG', 'mtu: too small', {
+    const err = new InvalidConfigError('mtu: too small', {
       cause: new Error('x'),
       details: 'min 68',
     });

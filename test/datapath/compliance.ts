@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { configurePodInterface } from '../../src/agent/pod-interface.js';
 import { decodeArpFrame, encodeArpFrame, gratuitousArp } from '../../src/arp/arp-frame.js';
 import { BROADCAST_MAC, ETH_P_ARP, ZERO_MAC } from '../../src/arp/ethernet.js';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import type { Datapath, GatewayAddress } from '../../src/datapath/datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
 import { KernelError } from '../../src/kernel/libc.js';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { PodwireError } from '../../src/cni/errors.js';
+import { DatapathError } from '../../src/base/errors.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
@@ -35,10 +35,10 @@ test('without nft (or the egress hook) the bridge starts, works, and warns once'
   const [home, node] = handles as [NetnsHandle, NetnsHandle];
   const failing: Nft = {
     apply: async () => {
-      throw new PodwireError('ERR_DATAPATH', 'nft exited 1: Error: Could not process rule: No such file');
+      throw new DatapathError('nft exited 1: Error: Could not process rule: No such file');
     },
     run: async () => {
-      throw new PodwireError('ERR_DATAPATH', 'nft missing');
+      throw new DatapathError('nft missing');
     },
   };
   const warnings: string[] = [];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import { type Allocation, NodeLocalAllocator } from '../../src/ipam/allocator.js';
 import { FileStore } from '../../src/ipam/file-store.js';
 import { MemoryStore } from '../../src/ipam/memory-store.js';

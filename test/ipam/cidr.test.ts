@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { BlockList, isIP } from 'node:net';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import { parseCidr } from '../../src/ipam/cidr.js';
 import { canonicalIp, formatIp, parseIp } from '../../src/ipam/ip.js';
 

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import { FileStore } from '../../src/ipam/file-store.js';
 import { storeCompliance } from './store-compliance.js';
 import { withTempDir } from './tmpdir.js';

@@ -6,7 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import type { AllocationRecord, IpamStore, StoredClaim } from '../../src/ipam/store.js';
 
 export interface StoreHarness {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { closeSync, existsSync, openSync, readdirSync, readSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { PodwireError } from '../../src/cni/errors.js';
+import { PodwireError } from '../../src/base/errors.js';
 import { currentNetnsId, inNetns, NetnsHandle, openPodNetns, sameNetns } from '../../src/kernel/netns.js';
 import { must } from '../testbed/exec.js';
 import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PodwireError } from '../../cni/errors.js';
+import { CheckFailedError, DatapathError } from '../../base/errors.js';
 import { KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
@@ -66,7 +66,7 @@ export class BridgeDatapath implements Datapath {
     const { nl, bridge, mtu, gateways, sysctl } = this.#o;
     let link = nl.linkByName(bridge);
     if (link && link.kind !== 'bridge') {
-      throw new PodwireError('ERR_DATAPATH', `${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
+      throw new DatapathError(`${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
     }
     if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
@@ -125,8 +125,7 @@ export class BridgeDatapath implements Datapath {
       const link = nl.linkByIndex(port.hostIfindex);
       if (link?.bridgePortState === BR_STATE_FORWARDING) return;
       if (performance.now() > deadline) {
-        throw new PodwireError(
-          'ERR_DATAPATH',
+        throw new DatapathError(
           `port ${port.hostIfname} of ${this.#o.bridge} not forwarding after ${FORWARDING_TIMEOUT_MS} ms (state ${link?.bridgePortState})`,
         );
       }
@@ -188,14 +187,11 @@ export class BridgeDatapath implements Datapath {
 
   async checkPort(hostIfname: string): Promise<void> {
     const link = this.#o.nl.linkByName(hostIfname);
-    if (!link) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} does not exist`);
+    if (!link) throw new CheckFailedError(`host veth ${hostIfname} does not exist`);
     if (link.masterIndex !== this.#requireBridge()) {
-      throw new PodwireError(
-        'ERR_CHECK_FAILED',
-        `host veth ${hostIfname} is not a port of ${this.#o.bridge}`,
-      );
+      throw new CheckFailedError(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
     }
-    if (!link.up) throw new PodwireError('ERR_CHECK_FAILED', `host veth ${hostIfname} is down`);
+    if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
   }
 
   async ports(): Promise<string[]> {
@@ -243,8 +239,7 @@ export class BridgeDatapath implements Datapath {
    */
   #requireVlanFiltering(vlan: number): void {
     if (!this.#vlanFilteringOn())
-      throw new PodwireError(
-        'ERR_DATAPATH',
+      throw new DatapathError(
         `pod VLAN ${vlan}: the kernel's bridge ${this.#o.bridge} cannot filter VLANs (built without CONFIG_BRIDGE_VLAN_FILTERING); pools with a VLAN need such a kernel or the OVS datapath`,
       );
   }
@@ -264,7 +259,7 @@ export class BridgeDatapath implements Datapath {
   }
 
   #requireBridge(): number {
-    if (this.#bridgeIndex === 0) throw new PodwireError('ERR_DATAPATH', 'linux-bridge datapath not started');
+    if (this.#bridgeIndex === 0) throw new DatapathError('linux-bridge datapath not started');
     return this.#bridgeIndex;
   }
 }

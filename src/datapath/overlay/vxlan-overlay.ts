@@ -7,7 +7,7 @@
  * so no flooding and no learning are ever needed.
  */
 import { createHash } from 'node:crypto';
-import { PodwireError } from '../../cni/errors.js';
+import { DatapathError } from '../../base/errors.js';
 import { parseCidr } from '../../ipam/cidr.js';
 import { formatIp } from '../../ipam/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
@@ -103,7 +103,7 @@ export class VxlanOverlay implements Overlay {
   async setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus> {
     const nl = this.#o.nl;
     const index = this.#index;
-    if (index === 0) throw new PodwireError('ERR_DATAPATH', 'VXLAN overlay not started');
+    if (index === 0) throw new DatapathError('VXLAN overlay not started');
     const status: OverlayStatus = { peers: [], skipped: [] };
     const routes: PeerRoute[] = [];
     const neighs = new Map<string, string>(); // peer network address -> VTEP MAC

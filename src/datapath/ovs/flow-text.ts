@@ -3,7 +3,7 @@
  * a canonical key (table, priority, cookie, match tokens in sorted order, actions) under which a flow
  * podwire generated and the same flow read back from the switch compare equal.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { DecodeError } from '../../base/errors.js';
 
 export interface FlowEntry {
   table: number;
@@ -44,7 +44,7 @@ const DEFAULT_PRIORITY = 32768;
 export function parseFlow(line: string): FlowEntry {
   const at = line.indexOf(' actions=');
   const actionsAt = at >= 0 ? at + 1 : line.startsWith('actions=') ? 0 : -1;
-  if (actionsAt < 0) throw new PodwireError('ERR_DECODE', `not a flow: ${line.trim()}`);
+  if (actionsAt < 0) throw new DecodeError(`not a flow: ${line.trim()}`);
   const head = line.slice(0, actionsAt);
   const actions = line.slice(actionsAt + 'actions='.length).trim();
   const entry: FlowEntry = { table: 0, priority: DEFAULT_PRIORITY, cookie: 0n, match: [], actions };

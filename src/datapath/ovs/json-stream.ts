@@ -4,7 +4,7 @@
  * bytes: every structural character ({ } [ ] " \) is ASCII, and no byte of a multi-byte UTF-8
  * sequence is below 0x80, so a sequence cut between two chunks is never misread.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { DecodeError } from '../../base/errors.js';
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
@@ -46,10 +46,7 @@ export class JsonStreamSplitter {
           continue;
         }
         if (b !== OPEN_BRACE && b !== OPEN_BRACKET) {
-          throw new PodwireError(
-            'ERR_DECODE',
-            `JSON stream: expected an object or array, got byte 0x${b.toString(16)}`,
-          );
+          throw new DecodeError(`JSON stream: expected an object or array, got byte 0x${b.toString(16)}`);
         }
       }
       if (b === QUOTE) this.#inString = true;
@@ -74,7 +71,7 @@ export class JsonStreamSplitter {
   #keep(part: Buffer): void {
     this.#length += part.length;
     if (this.#length > MAX_MESSAGE_BYTES) {
-      throw new PodwireError('ERR_DECODE', `JSON stream: message longer than ${MAX_MESSAGE_BYTES} bytes`);
+      throw new DecodeError(`JSON stream: message longer than ${MAX_MESSAGE_BYTES} bytes`);
     }
     // Copy: the caller may reuse its chunk.
     this.#chunks.push(Buffer.from(part));
@@ -87,7 +84,7 @@ export class JsonStreamSplitter {
     try {
       return JSON.parse(bytes.toString('utf8'));
     } catch (err) {
-      throw new PodwireError('ERR_DECODE', 'JSON stream: a message is not valid JSON', { cause: err });
+      throw new DecodeError('JSON stream: a message is not valid JSON', { cause: err });
     }
   }
 }

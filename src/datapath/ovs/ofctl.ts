@@ -4,7 +4,7 @@
  * OpenFlow bundle (`--bundle`, OpenFlow 1.4+), which the switch applies atomically or not at all.
  */
 import { spawn } from 'node:child_process';
-import { PodwireError } from '../../cni/errors.js';
+import { DatapathError } from '../../base/errors.js';
 import { type FlowEntry, parseDump } from './flow-text.js';
 import { ProcessSlots } from './process-slots.js';
 
@@ -70,7 +70,7 @@ export class Ofctl {
   async noFlood(port: string): Promise<boolean> {
     const text = await this.#run(['show', this.target], undefined, 'OpenFlow10');
     const at = text.search(new RegExp(`^ *\\d+\\(${port.replace(/[^\w-]/g, '\\$&')}\\):`, 'm'));
-    if (at < 0) throw new PodwireError('ERR_DATAPATH', `ovs-ofctl show: no port ${port}`);
+    if (at < 0) throw new DatapathError(`ovs-ofctl show: no port ${port}`);
     const config = /config:\s*([^\n]*)/.exec(text.slice(at));
     return /\bNO_FLOOD\b/.test(config?.[1] ?? '');
   }
@@ -104,7 +104,7 @@ export class Ofctl {
       const timer = setTimeout(() => child.kill('SIGKILL'), this.#timeoutMs);
       child.on('error', (e) => {
         clearTimeout(timer);
-        reject(new PodwireError('ERR_DATAPATH', `${what}: cannot run`, { cause: e }));
+        reject(new DatapathError(`${what}: cannot run`, { cause: e }));
       });
       child.on('close', (code, signal) => {
         clearTimeout(timer);
@@ -114,7 +114,7 @@ export class Ofctl {
         }
         const why = signal ? `killed by ${signal}` : `exited ${code}`;
         const stderr = Buffer.concat(err).toString().trim();
-        reject(new PodwireError('ERR_DATAPATH', `${what} ${why}: ${stderr}`));
+        reject(new DatapathError(`${what} ${why}: ${stderr}`));
       });
       if (child.stdin) {
         // The child may exit before reading everything (e.g. a parse error); its stderr says why.

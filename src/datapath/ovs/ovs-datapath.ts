@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PodwireError } from '../../cni/errors.js';
+import { CheckFailedError, DatapathError, type PodwireError } from '../../base/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
@@ -98,7 +98,7 @@ function vlanFloodFlows(rows: PortRow[], uplinkOfport: number | undefined, only?
 }
 
 function checkFailed(message: string): PodwireError {
-  return new PodwireError('ERR_CHECK_FAILED', message);
+  return new CheckFailedError(message);
 }
 
 export class OvsDatapath implements Datapath {
@@ -191,8 +191,7 @@ export class OvsDatapath implements Datapath {
     if (port.podMac === '') {
       const row = await vs.port(port.hostIfname);
       if (row && parsePodExternalIds(row.externalIds)) return;
-      throw new PodwireError(
-        'ERR_DATAPATH',
+      throw new DatapathError(
         `cannot re-attach ${port.hostIfname}: no port of ${this.#o.bridge} records its MAC and addresses`,
       );
     }
@@ -350,7 +349,7 @@ export class OvsDatapath implements Datapath {
   }
 
   #requireGateway(): GatewayFlowsInput {
-    if (!this.#started || !this.#gateway) throw new PodwireError('ERR_DATAPATH', 'OVS datapath not started');
+    if (!this.#started || !this.#gateway) throw new DatapathError('OVS datapath not started');
     return this.#gateway;
   }
 
@@ -401,7 +400,7 @@ export class OvsDatapath implements Datapath {
     const deadline = performance.now() + this.#portTimeoutMs;
     for (let delay = 1; nl.linkByName(gateway)?.mac?.toLowerCase() !== mac; delay = Math.min(delay * 2, 20)) {
       if (performance.now() > deadline)
-        throw new PodwireError('ERR_DATAPATH', `ovs-vswitchd did not give ${gateway} the MAC ${mac}`);
+        throw new DatapathError(`ovs-vswitchd did not give ${gateway} the MAC ${mac}`);
       await sleep(delay);
     }
   }
@@ -434,8 +433,7 @@ export class OvsDatapath implements Datapath {
         externalIds: { [EXT_ROLE]: ROLE_GATEWAY },
       });
     } else if (existing.type !== 'internal') {
-      throw new PodwireError(
-        'ERR_DATAPATH',
+      throw new DatapathError(
         `port ${o.gateway} of ${o.bridge} has type ${existing.type || 'system'}, not internal`,
       );
     } else if (!existing.mac && existing.macInUse) {
@@ -445,7 +443,7 @@ export class OvsDatapath implements Datapath {
     }
     const row: PortRow = await vs.waitOfport(o.gateway, this.#portTimeoutMs);
     const mac = (row.mac ?? row.macInUse)?.toLowerCase();
-    if (!mac) throw new PodwireError('ERR_DATAPATH', `gateway ${o.gateway} has no MAC address in OVSDB`);
+    if (!mac) throw new DatapathError(`gateway ${o.gateway} has no MAC address in OVSDB`);
     return { ofport: row.ofport as number, mac };
   }
 
@@ -457,13 +455,12 @@ export class OvsDatapath implements Datapath {
     const { nl, gateway, gateways, sysctl, bridge } = this.#o;
     const link = nl.linkByName(gateway);
     if (!link) {
-      throw new PodwireError(
-        'ERR_DATAPATH',
+      throw new DatapathError(
         `gateway ${gateway} of ${bridge} is not in the agent's network namespace (is ovs-vswitchd running in another one?)`,
       );
     }
     if (link.mac?.toLowerCase() !== mac) {
-      throw new PodwireError('ERR_DATAPATH', `gateway ${gateway} has MAC ${link.mac}, OVSDB says ${mac}`);
+      throw new DatapathError(`gateway ${gateway} has MAC ${link.mac}, OVSDB says ${mac}`);
     }
     configureGateway(nl, sysctl, { index: link.index, name: gateway }, gateways);
   }

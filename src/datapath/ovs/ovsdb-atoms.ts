@@ -3,7 +3,7 @@
  * `["set", [...]]` (a one-element set may also be sent as the bare atom) and `["map", [[k, v], ...]]`.
  * Encoders build what podwire writes; decoders accept every form a server may answer with.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { DecodeError, type PodwireError } from '../../base/errors.js';
 
 export type Atom = string | number | boolean | UuidAtom;
 export type UuidAtom = ['uuid', string] | ['named-uuid', string];
@@ -35,7 +35,7 @@ export function ovsMap(entries: Record<string, string>): OvsMap {
 }
 
 function bad(what: string, value: unknown): PodwireError {
-  return new PodwireError('ERR_DECODE', `OVSDB: expected ${what}, got ${JSON.stringify(value)}`);
+  return new DecodeError(`OVSDB: expected ${what}, got ${JSON.stringify(value)}`);
 }
 
 function isTagged(value: unknown, tag: string): value is [string, unknown] {

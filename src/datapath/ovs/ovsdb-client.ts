@@ -8,7 +8,7 @@
  * Both are idempotent, and every later call fails with ERR_DATAPATH.
  */
 import { connect, type Socket } from 'node:net';
-import { PodwireError } from '../../cni/errors.js';
+import { PodwireError } from '../../base/errors.js';
 import { JsonStreamSplitter } from './json-stream.js';
 
 /** What one operation of a transaction answered (RFC 7047, 5.2). */

@@ -27,7 +27,7 @@
 import { createHash } from 'node:crypto';
 import { ZERO_MAC } from '../../arp/ethernet.js';
 import { normalizeIPv6 } from '../../arp/inet.js';
-import { PodwireError } from '../../cni/errors.js';
+import { InternalError } from '../../base/errors.js';
 
 export const TABLE = {
   CLASSIFIER: 0,
@@ -235,7 +235,7 @@ export function vlanFloodFlow(vlan: number, podOfports: number[], uplinkOfport?:
 export function eui64LinkLocal(mac: string): string {
   const b = mac.split(':').map((h) => Number.parseInt(h, 16));
   if (b.length !== 6 || b.some((x) => !(x >= 0 && x <= 255))) {
-    throw new PodwireError('ERR_INTERNAL', `not a MAC address: ${mac}`);
+    throw new InternalError(`not a MAC address: ${mac}`);
   }
   const [b0, b1, b2, b3, b4, b5] = b as [number, number, number, number, number, number];
   const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);

@@ -3,7 +3,7 @@
  * the pod's flows from OVSDB alone after a restart (DESIGN.md: state can be rebuilt from OVSDB), and
  * to find a pod's port by container ID or by Kubernetes name.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { DatapathError } from '../../base/errors.js';
 
 export const EXT_ROLE = 'podwire-role';
 export const EXT_CONTAINER_ID = 'podwire-container-id';
@@ -54,7 +54,7 @@ export function parsePodExternalIds(ids: Record<string, string>): PodRecord | un
     (k) => ids[k] === undefined || (k !== EXT_IPS && ids[k] === ''),
   );
   if (missing.length > 0) {
-    throw new PodwireError('ERR_DATAPATH', `OVSDB: a podwire pod port lacks ${missing.join(', ')}`);
+    throw new DatapathError(`OVSDB: a podwire pod port lacks ${missing.join(', ')}`);
   }
   const containerId = ids[EXT_CONTAINER_ID] as string;
   const ifname = ids[EXT_IFNAME] as string;
@@ -67,7 +67,7 @@ export function parsePodExternalIds(ids: Record<string, string>): PodRecord | un
   if (vlan !== undefined) {
     const n = Number(vlan);
     if (!Number.isInteger(n) || n < 1 || n > 4094)
-      throw new PodwireError('ERR_DATAPATH', `OVSDB: pod port has ${EXT_VLAN}=${vlan}, not a VLAN`);
+      throw new DatapathError(`OVSDB: pod port has ${EXT_VLAN}=${vlan}, not a VLAN`);
     rec.vlan = n;
   }
   return rec;

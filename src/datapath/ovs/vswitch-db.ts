@@ -5,7 +5,7 @@
  * port is added by inserting both rows and referencing the Port from `Bridge.ports` in one
  * transaction, and removed by dropping that reference.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { DatapathError, type PodwireError } from '../../base/errors.js';
 import {
   mapEntries,
   namedUuid,
@@ -49,7 +49,7 @@ function rowsOf(r: { rows?: Array<Record<string, unknown>> } | undefined): Array
 }
 
 function dpError(message: string): PodwireError {
-  return new PodwireError('ERR_DATAPATH', message);
+  return new DatapathError(message);
 }
 
 export class VswitchDb {

@@ -3,7 +3,7 @@
  * vlan_filtering 1`): a port's VLANs are IFLA_BRIDGE_VLAN_INFO entries (struct bridge_vlan_info
  * { u16 flags; u16 vid; }) in the IFLA_AF_SPEC of an AF_BRIDGE link message. `Rtnetlink` delegates here.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { InternalError } from '../../base/errors.js';
 import { attrType, decodeAttributes, encodeAttributes, type RtAttr, u8 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { encodeLinkBody, ifInfoMsg } from './link-message.js';
@@ -55,7 +55,7 @@ export interface BridgeVlanOptions {
 
 function checkVid(vid: number): void {
   if (!Number.isInteger(vid) || vid < 1 || vid > 4094)
-    throw new PodwireError('ERR_INTERNAL', `bridge VLAN ${vid} is not in 1-4094`);
+    throw new InternalError(`bridge VLAN ${vid} is not in 1-4094`);
 }
 
 function vlanSpec(vid: number, o: BridgeVlanOptions): RtAttr[] {

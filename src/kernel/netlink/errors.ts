@@ -2,7 +2,7 @@
  * Failures of the netlink layer that are not an errno from the kernel (those are `KernelError`s,
  * see ../libc.ts). Callers branch on the class; the code maps them at the CNI boundary.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { PodwireError } from '../../base/errors.js';
 
 /** Any call on an `Rtnetlink` (or its socket) after `close()`. */
 export class NetlinkClosedError extends PodwireError {

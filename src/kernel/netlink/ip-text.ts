@@ -3,7 +3,7 @@
  * `ip` uses), so text from here compares equal to `ip -j` output: lower-case hex, the first longest
  * run of two or more zero groups compressed, IPv4-mapped and IPv4-compatible addresses dotted.
  */
-import { PodwireError } from '../../cni/errors.js';
+import { InternalError, type PodwireError } from '../../base/errors.js';
 import { AF_INET, AF_INET6 } from '../libc.js';
 
 export interface IpAddress {
@@ -16,7 +16,7 @@ export interface IpPrefix extends IpAddress {
 }
 
 function invalid(what: string, text: string): PodwireError {
-  return new PodwireError('ERR_INTERNAL', `invalid ${what} "${text}"`);
+  return new InternalError(`invalid ${what} "${text}"`);
 }
 
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
@@ -129,7 +129,7 @@ function formatIpv6(b: Uint8Array): string {
 export function formatIp(bytes: Uint8Array): string {
   if (bytes.length === 4) return formatIpv4(bytes);
   if (bytes.length === 16) return formatIpv6(bytes);
-  throw new PodwireError('ERR_INTERNAL', `an IP address has 4 or 16 bytes, not ${bytes.length}`);
+  throw new InternalError(`an IP address has 4 or 16 bytes, not ${bytes.length}`);
 }
 
 export function formatCidr(bytes: Uint8Array, prefixLength: number): string {

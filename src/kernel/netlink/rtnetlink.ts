@@ -5,7 +5,7 @@
  * waits for its answer (at most the receive timeout); nothing runs in the background.
  */
 import { constants } from 'node:os';
-import { PodwireError } from '../../cni/errors.js';
+import { InternalError } from '../../base/errors.js';
 import { AF_INET, AF_INET6, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { BridgeVlan, BridgeVlanOptions } from './bridge-vlan.js';
@@ -105,7 +105,7 @@ export class Rtnetlink implements Disposable {
   /** Runs one request on the least busy async socket. */
   async #requestAsync(type: number, flags: number, payload: Uint8Array) {
     if (this.#asyncSocks.length === 0) {
-      throw new PodwireError('ERR_INTERNAL', 'Rtnetlink opened without asyncSockets');
+      throw new InternalError('Rtnetlink opened without asyncSockets');
     }
     const slot = this.#asyncSocks.reduce((a, b) => (b.queued < a.queued ? b : a));
     slot.queued++;
@@ -436,10 +436,7 @@ function routeBody(spec: RouteSpec, forDelete: boolean): Uint8Array {
   const family = spec.family ?? dst?.family ?? gateway?.family ?? AF_INET;
   for (const ip of [dst, gateway] as (IpAddress | undefined)[]) {
     if (ip !== undefined && ip.family !== family) {
-      throw new PodwireError(
-        'ERR_INTERNAL',
-        `route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`,
-      );
+      throw new InternalError(`route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`);
     }
   }
   // `ip route` picks the scope the same way; a delete matches any scope with RT_SCOPE_NOWHERE.

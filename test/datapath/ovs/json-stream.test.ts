@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { PodwireError } from '../../../src/cni/errors.js';
+import { PodwireError } from '../../../src/base/errors.js';
 import { JsonStreamSplitter } from '../../../src/datapath/ovs/json-stream.js';
 
 /** JSON-RPC-shaped messages whose strings hold braces, quotes, escapes and multi-byte characters. */

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { PodwireError } from '../../../src/cni/errors.js';
+import { PodwireError } from '../../../src/base/errors.js';
 import { OvsdbClient } from '../../../src/datapath/ovs/ovsdb-client.js';
 import { VswitchDb } from '../../../src/datapath/ovs/vswitch-db.js';
 import { must } from '../../testbed/exec.js';

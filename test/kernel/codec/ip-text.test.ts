@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { PodwireError } from '../../../src/cni/errors.js';
+import { PodwireError } from '../../../src/base/errors.js';
 import { AF_INET, AF_INET6 } from '../../../src/kernel/libc.js';
 import { formatCidr, formatIp, parseCidr, parseIp } from '../../../src/kernel/netlink/ip-text.js';
 import { formatMac, parseMac } from '../../../src/kernel/netlink/mac-text.js';

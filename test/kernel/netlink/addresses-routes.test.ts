@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AF_INET, AF_INET6, KernelError } from '../../../src/kernel/libc.js';
-import { type Link, Rtnetlink } from '../../../src/kernel/netlink/index.js';
+import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
+import type { Link } from '../../../src/kernel/netlink/types.js';
 import { IFA_F_NODAD, IFA_F_PERMANENT, IFA_F_TENTATIVE } from '../../../src/kernel/netlink/uapi/if-addr.js';
 import * as R from '../../../src/kernel/netlink/uapi/rtnetlink.js';
 import { addrKey, ipAddrKeys, ipRouteView, routeView } from '../codec/ip-json.js';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { Rtnetlink } from '../../../src/kernel/netlink/index.js';
+import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
 import { TestNetns } from './netns.js';
 
 const notRoot = process.getuid?.() !== 0;

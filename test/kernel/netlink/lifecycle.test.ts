@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { NetlinkClosedError, Rtnetlink } from '../../../src/kernel/netlink/index.js';
+import { NetlinkClosedError } from '../../../src/kernel/netlink/errors.js';
+import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
 import { TestNetns } from './netns.js';
 
 const notRoot = process.getuid?.() !== 0;

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { closeSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { KernelError } from '../../../src/kernel/libc.js';
-import { Rtnetlink } from '../../../src/kernel/netlink/index.js';
+import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
 import { IFF_UP } from '../../../src/kernel/netlink/uapi/if.js';
 import { ipLinkView, linkView } from '../codec/ip-json.js';
 import { TestNetns } from './netns.js';

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AF_INET, AF_INET6, KernelError } from '../../../src/kernel/libc.js';
-import { type Link, Rtnetlink } from '../../../src/kernel/netlink/index.js';
+import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
+import type { Link } from '../../../src/kernel/netlink/types.js';
 import * as N from '../../../src/kernel/netlink/uapi/neighbour.js';
 import { type IpNeigh, ipNeighKey, neighKey } from '../codec/neigh-json.js';
 import { TestNetns } from './netns.js';
