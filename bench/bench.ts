@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from '../test/testbed/node.js';
+import { ROOT } from '../bed/node.js';
 import { runProfile } from './profile.js';
 import { type BenchReport, checksOf } from './report.js';
 import type { BenchContext } from './scenario.js';

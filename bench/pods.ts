@@ -4,8 +4,8 @@
  * where one `ip netns add` each costs about 2 ms).
  */
 
-import { run } from '../test/testbed/exec.js';
-import { uniqueName } from '../test/testbed/namespaces.js';
+import { run } from '../bed/exec.js';
+import { uniqueName } from '../bed/namespaces.js';
 import type { Teardown } from './teardown.js';
 
 export interface Pod {

@@ -1,6 +1,6 @@
 /**
  * The plugins under measurement, each on its own fresh node namespace with a driver inside it:
- * - podwire: the agent (started like the tests start it, test/testbed/node.ts) and the relay;
+ * - podwire: the agent (started like the tests start it, bed/node.ts) and the relay;
  * - podwire-ovs: the same on the OVS datapath, the node with its own Open vSwitch (src/bed/ovs.ts,
  *   userspace netdev datapath) and an OVS bridge (scenario 4 only: the reference has no OVS peer);
  * - reference: Debian's `bridge` + `host-local` from /usr/lib/cni, with its own `dataDir`.
@@ -11,8 +11,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { netnsPath } from '../src/bed/namespaces.js';
-import { AGENT_NODE_FLAGS, RELAY, TestNode } from '../src/bed/node.js';
+import { netnsPath } from '../bed/namespaces.js';
+import { AGENT_NODE_FLAGS, RELAY, TestNode } from '../bed/node.js';
 import { DriverClient } from './driver-client.js';
 import type { ExecSpec } from './exec-batch.js';
 import { createNodeNamespace, type Pod } from './pods.js';

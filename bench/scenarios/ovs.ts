@@ -5,7 +5,7 @@
  * OVS / Linux bridge. No reference plugin programs OVS, so there is no target, only the must that no
  * call fails. Each part starts fresh nodes, as scenarios 1 and 2 do.
  */
-import { ovsAvailable } from '../../src/bed/ovs.js';
+import { ovsAvailable } from '../../bed/ovs.js';
 import type { BenchContext } from '../scenario.js';
 import { ratio, type Stats } from '../stats.js';
 import { startPodwire } from '../subjects.js';

@@ -6,11 +6,11 @@
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
 import { InternalError } from '../base/errors.js';
+import { formatIp } from '../base/ip.js';
 import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
-import { formatIp } from '../ipam/ip.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';

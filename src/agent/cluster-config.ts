@@ -12,6 +12,7 @@
  * `podCIDRs`, when also given, wins over leasing (the node's CIDRs are fixed by configuration).
  */
 import { hostname } from 'node:os';
+import { isDnsLabel, isDnsSubdomain } from '../base/dns-label.js';
 import { errorWithCode, InvalidConfigError, PodwireError } from '../base/errors.js';
 import { type ClusterStoreConfig, parseClusterStoreConfig } from '../cluster/config.js';
 import { parsePodCIDRPool } from '../cluster/pool.js';
@@ -38,9 +39,7 @@ export const CLUSTER_KEYS = [
   'poolByNamespace',
 ] as const;
 
-const NODE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
-const POOL_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function bad(key: string, why: string): PodwireError {
   return new InvalidConfigError(`agent config: ${key}: ${why}`);
@@ -65,7 +64,7 @@ export function parseClusterSettings(obj: Record<string, unknown>): ClusterSetti
     throw err;
   }
   const nodeName = obj.nodeName ?? hostname().toLowerCase();
-  if (typeof nodeName !== 'string' || nodeName.length > 253 || !NODE_NAME.test(nodeName)) {
+  if (!isDnsSubdomain(nodeName)) {
     throw bad('nodeName', `${JSON.stringify(nodeName)} is not a valid node name (DNS-1123 subdomain)`);
   }
   const uplink = obj.uplink;
@@ -79,7 +78,7 @@ export function parseClusterSettings(obj: Record<string, unknown>): ClusterSetti
   if (map === null || typeof map !== 'object' || Array.isArray(map))
     throw bad('poolByNamespace', 'must be a mapping of namespace to pool name');
   for (const [ns, name] of Object.entries(map)) {
-    if (typeof name !== 'string' || !POOL_NAME.test(name))
+    if (!isDnsLabel(name))
       throw bad(`poolByNamespace.${ns}`, `${JSON.stringify(name)} is not a pool name (a DNS-1123 label)`);
     poolByNamespace[ns] = name;
   }

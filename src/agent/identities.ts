@@ -3,8 +3,9 @@
  * address and, in cluster mode, the peers' underlay addresses with their uplink MACs. The neighbour
  * audit (`podwire arp audit`) judges captured ARP/ND against this.
  */
+
+import { formatIp } from '../base/ip.js';
 import { parseCidr } from '../ipam/cidr.js';
-import { formatIp } from '../ipam/ip.js';
 import type { AgentContext } from './context.js';
 import { gatewayInterface } from './datapath-select.js';
 import { podMac } from './pod-mac.js';

@@ -5,10 +5,11 @@
  * address is handed to a new pod, and lets anyone who knows a pod's address know its MAC.
  */
 import { isIPv4 } from 'node:net';
-import { parseIPv4, parseIPv6 } from '../arp/inet.js';
+import { ipToBytes } from '../base/ip.js';
+import { formatMac } from '../base/mac.js';
 
 export function podMac(ips: readonly string[]): string {
   const v4 = ips.find((ip) => isIPv4(ip));
-  const tail = v4 !== undefined ? parseIPv4(v4) : parseIPv6(ips[0] ?? '::').subarray(12, 16);
-  return ['0a', '58', ...[...tail].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+  const tail = v4 !== undefined ? ipToBytes(v4, 4) : ipToBytes(ips[0] ?? '::', 6).subarray(12, 16);
+  return formatMac(Buffer.concat([Buffer.of(0x0a, 0x58), tail]));
 }

@@ -6,13 +6,13 @@
  *   with or without a prefix length. A fixed address without a pool is refused: it would have to be
  *   inside the node's CIDR, and podwire does not hand out node-CIDR addresses by request.
  */
+
+import { isDnsLabel } from '../base/dns-label.js';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
+import { parseIp } from '../base/ip.js';
 import type { NetConf } from '../cni/types.js';
-import { parseIp } from '../ipam/ip.js';
 import type { PoolRequest } from '../ipam/pool-allocator.js';
 import type { AgentConfig } from './config.js';
-
-const POOL_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function bad(field: string, why: string): PodwireError {
   return new InvalidConfigError(`${field}: ${why}`);
@@ -50,8 +50,7 @@ export function poolRequest(
   let poolSource = '';
   const named = args.get('PODWIRE_POOL');
   if (named !== undefined && named !== '') {
-    if (!POOL_NAME.test(named))
-      throw bad('CNI_ARGS PODWIRE_POOL', `${JSON.stringify(named)} is not a pool name`);
+    if (!isDnsLabel(named)) throw bad('CNI_ARGS PODWIRE_POOL', `${JSON.stringify(named)} is not a pool name`);
     pool = named;
     poolSource = 'CNI_ARGS PODWIRE_POOL';
   } else {

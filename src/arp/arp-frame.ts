@@ -5,19 +5,9 @@
  * podwire sends or audits; decoders reject everything else with ERR_DECODE.
  */
 import { DecodeError, InternalError } from '../base/errors.js';
-import {
-  BROADCAST_MAC,
-  decodeEthernetFrame,
-  ETH_ALEN,
-  ETH_HLEN,
-  ETH_P_ARP,
-  ETH_P_IP,
-  formatMac,
-  parseMac,
-  writeEthernetHeader,
-  ZERO_MAC,
-} from './ethernet.js';
-import { formatIPv4, IPV4_LEN, parseIPv4 } from './inet.js';
+import { formatIpBytes, IPV4_LEN, ipToBytes } from '../base/ip.js';
+import { BROADCAST_MAC, ETH_ALEN, formatMac, parseMac, ZERO_MAC } from '../base/mac.js';
+import { decodeEthernetFrame, ETH_HLEN, ETH_P_ARP, ETH_P_IP, writeEthernetHeader } from './ethernet.js';
 
 export const ARPHRD_ETHER = 1;
 export const ARPOP_REQUEST = 1;
@@ -71,9 +61,9 @@ function writeArpPacket(packet: ArpPacket, out: Buffer, offset: number): number 
   out.writeUInt8(IPV4_LEN, offset + 5);
   out.writeUInt16BE(packet.op, offset + 6);
   parseMac(packet.sha).copy(out, offset + SHA);
-  parseIPv4(packet.spa).copy(out, offset + SPA);
+  ipToBytes(packet.spa, 4).copy(out, offset + SPA);
   parseMac(packet.tha).copy(out, offset + THA);
-  parseIPv4(packet.tpa).copy(out, offset + TPA);
+  ipToBytes(packet.tpa, 4).copy(out, offset + TPA);
   return offset + ARP_PACKET_LEN;
 }
 
@@ -114,9 +104,9 @@ export function decodeArpPacket(bytes: Buffer): ArpPacket {
   return {
     op,
     sha: formatMac(bytes, SHA),
-    spa: formatIPv4(bytes, SPA),
+    spa: formatIpBytes(bytes, SPA, 4),
     tha: formatMac(bytes, THA),
-    tpa: formatIPv4(bytes, TPA),
+    tpa: formatIpBytes(bytes, TPA, 4),
   };
 }
 

@@ -5,10 +5,9 @@
  * ':' ("02:42:ac:11:00:02"), the form `ip link` prints and CNI results use. Decoders always return that
  * form, so decoded values compare with `===`.
  */
-import { DecodeError, InternalError, InvalidConfigError } from '../base/errors.js';
+import { DecodeError, InternalError } from '../base/errors.js';
+import { ETH_ALEN, formatMac, parseMac } from '../base/mac.js';
 
-/** Octets in one Ethernet address. */
-export const ETH_ALEN = 6;
 /** Octets in the Ethernet II header: dst, src, ethertype. */
 export const ETH_HLEN = 14;
 /** Minimum frame length without the FCS; drivers of real NICs pad shorter frames, veth does not. */
@@ -19,36 +18,6 @@ export const ETH_P_ARP = 0x0806;
 export const ETH_P_IPV6 = 0x86dd;
 /** Values below this are an IEEE 802.3 length field, not an Ethernet II type. */
 export const ETH_P_802_3_MIN = 0x0600;
-
-export const BROADCAST_MAC = 'ff:ff:ff:ff:ff:ff';
-export const ZERO_MAC = '00:00:00:00:00:00';
-
-const MAC_TEXT = /^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$/i;
-
-/** Parses "aa:bb:cc:dd:ee:ff" (either case) into its 6 octets. */
-export function parseMac(text: string): Buffer {
-  if (!MAC_TEXT.test(text)) {
-    throw new InvalidConfigError(`invalid MAC address "${text}": want six hex octets joined by ':'`);
-  }
-  return Buffer.from(text.replaceAll(':', ''), 'hex');
-}
-
-/** Formats the 6 octets at `offset` of `bytes` as canonical lowercase MAC text. */
-export function formatMac(bytes: Uint8Array, offset = 0): string {
-  if (!Number.isInteger(offset) || offset < 0 || offset + ETH_ALEN > bytes.length) {
-    throw new InternalError(`formatMac: need ${ETH_ALEN} octets at offset ${offset}, have ${bytes.length}`);
-  }
-  const parts: string[] = [];
-  for (let i = offset; i < offset + ETH_ALEN; i++) {
-    parts.push((bytes[i] ?? 0).toString(16).padStart(2, '0'));
-  }
-  return parts.join(':');
-}
-
-/** Returns the canonical form of MAC text, validating it. */
-export function normalizeMac(text: string): string {
-  return formatMac(parseMac(text));
-}
 
 /** `struct ethhdr`. */
 export interface EthernetHeader {

@@ -7,17 +7,9 @@
  *   | options (8 octets each for Ethernet; podwire writes only Target Link-Layer Address).
  */
 import { DecodeError, InternalError, InvalidConfigError, type PodwireError } from '../base/errors.js';
-import {
-  decodeEthernetFrame,
-  ETH_HLEN,
-  ETH_P_IPV6,
-  formatMac,
-  parseMac,
-  writeEthernetHeader,
-} from './ethernet.js';
-import { formatIPv6, IPV6_LEN, parseIPv6 } from './inet.js';
-
-export { formatIPv6, normalizeIPv6, parseIPv6 } from './inet.js';
+import { formatIpBytes, IPV6_LEN, ipToBytes } from '../base/ip.js';
+import { formatMac, parseMac } from '../base/mac.js';
+import { decodeEthernetFrame, ETH_HLEN, ETH_P_IPV6, writeEthernetHeader } from './ethernet.js';
 
 export const IPPROTO_ICMPV6 = 58;
 export const ND_NEIGHBOR_ADVERT = 136;
@@ -92,9 +84,9 @@ function isMulticast(ipv6: Uint8Array): boolean {
 
 /** Encodes the frame; writes the TLLA option only when `targetLinkAddress` is set. */
 export function encodeNeighborAdvertisement(na: NeighborAdvertisement): Buffer {
-  const ipSrc = parseIPv6(na.ipSrc);
-  const ipDst = parseIPv6(na.ipDst);
-  const target = parseIPv6(na.target);
+  const ipSrc = ipToBytes(na.ipSrc, 6);
+  const ipDst = ipToBytes(na.ipDst, 6);
+  const target = ipToBytes(na.target, 6);
   if (isMulticast(target)) {
     throw new InvalidConfigError(`Neighbor Advertisement target ${na.target} is multicast`);
   }
@@ -189,18 +181,18 @@ export function decodeNeighborAdvertisement(frame: Buffer): NeighborAdvertisemen
   const flags = icmp.readUInt8(4);
   const target = icmp.subarray(8, 24);
   const solicited = (flags & ND_NA_FLAG_SOLICITED) !== 0;
-  if (isMulticast(target)) throw malformed(`target ${formatIPv6(target)} is multicast`);
+  if (isMulticast(target)) throw malformed(`target ${formatIpBytes(target, 0, 16)} is multicast`);
   if (solicited && isMulticast(ipDst)) throw malformed('Solicited flag set on a multicast advertisement');
 
   return {
     dst: header.dst,
     src: header.src,
-    ipSrc: formatIPv6(ipSrc),
-    ipDst: formatIPv6(ipDst),
+    ipSrc: formatIpBytes(ipSrc, 0, 16),
+    ipDst: formatIpBytes(ipDst, 0, 16),
     router: (flags & ND_NA_FLAG_ROUTER) !== 0,
     solicited,
     override: (flags & ND_NA_FLAG_OVERRIDE) !== 0,
-    target: formatIPv6(target),
+    target: formatIpBytes(target, 0, 16),
     targetLinkAddress: findTargetLinkAddress(icmp.subarray(NA_LEN)),
   };
 }

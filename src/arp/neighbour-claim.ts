@@ -5,9 +5,11 @@
  * neighbours' caches learn a mapping (RFC 826, RFC 4861 7.2.3-7.2.5), so they are what the audit judges.
  * An 802.1Q tag is looked through: the audit may run on a trunk.
  */
+
+import { formatIpBytes } from '../base/ip.js';
+import { formatMac } from '../base/mac.js';
 import { decodeArpFrame } from './arp-frame.js';
-import { ETH_HLEN, ETH_P_ARP, ETH_P_IPV6, formatMac } from './ethernet.js';
-import { formatIPv6 } from './inet.js';
+import { ETH_HLEN, ETH_P_ARP, ETH_P_IPV6 } from './ethernet.js';
 
 /** linux/if_ether.h */
 export const ETH_P_8021Q = 0x8100;
@@ -67,7 +69,9 @@ function decodeNd(frame: Buffer): { senderIp: string; senderMac: string } | unde
     if (len === 0) return undefined; // RFC 4861 4.6: a zero length invalidates the packet
     if (optType === wanted && len >= 8) {
       const senderIp =
-        icmpType === ND_NEIGHBOR_SOLICIT ? formatIPv6(frame, ip + 8) : formatIPv6(frame, icmp + 8);
+        icmpType === ND_NEIGHBOR_SOLICIT
+          ? formatIpBytes(frame, ip + 8, 16)
+          : formatIpBytes(frame, icmp + 8, 16);
       if (senderIp === '::') return undefined; // DAD probes claim nothing
       return { senderIp, senderMac: formatMac(frame, at + 2) };
     }

@@ -6,29 +6,10 @@
 import { existsSync } from 'node:fs';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.js';
 import { InvalidConfigError, UnknownContainerError } from '../base/errors.js';
-import type { FlowEntry } from '../datapath/ovs/flow-text.js';
-import { Ofctl } from '../datapath/ovs/ofctl.js';
-import { defaultOpenflowTarget } from '../datapath/ovs/ovs-datapath.js';
-import { OvsdbClient } from '../datapath/ovs/ovsdb-client.js';
-import {
-  cookieText,
-  isPodCookie,
-  PIPELINE_COOKIE,
-  podCookie,
-  TABLE_NAMES,
-} from '../datapath/ovs/pipeline.js';
-import { type PodRecord, parsePodExternalIds, podMatches } from '../datapath/ovs/port-record.js';
-import { VswitchDb } from '../datapath/ovs/vswitch-db.js';
+import { bridgeFlows, type FlowRow, podFlows } from '../datapath/ovs/flow-report.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 import { DEFAULT_CONFIG_PATH } from './control-client.js';
-
-interface PodPortInfo {
-  port: string;
-  ofport: number | undefined;
-  record: PodRecord;
-  cookie: bigint;
-}
 
 function loadOvsConfig(args: CliArgs): AgentConfig {
   const path = args.config ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
@@ -44,40 +25,18 @@ function loadOvsConfig(args: CliArgs): AgentConfig {
   return config;
 }
 
-/** Every pod port recorded in OVSDB, with the cookie of its flows. */
-async function podPorts(config: AgentConfig): Promise<PodPortInfo[]> {
-  const client = await OvsdbClient.connect(config.ovsdb);
-  try {
-    const rows = await new VswitchDb(client, config.bridge).ports();
-    const out: PodPortInfo[] = [];
-    for (const row of rows) {
-      const record = parsePodExternalIds(row.externalIds);
-      if (record) out.push({ port: row.name, ofport: row.ofport, record, cookie: podCookie(row.name) });
-    }
-    return out;
-  } finally {
-    await client.close();
-  }
-}
-
-function podLabel(r: PodRecord): string {
-  return r.pod ?? `${r.containerId.slice(0, 12)}/${r.ifname}`;
-}
-
 /** Flows grouped by table, in pipeline order; each line ends with the owner of the flow. */
-export function renderFlows(flows: FlowEntry[], owners: ReadonlyMap<bigint, string>): string {
-  const byTable = new Map<number, FlowEntry[]>();
+export function renderFlows(flows: FlowRow[]): string {
+  const byTable = new Map<number, FlowRow[]>();
   for (const f of flows) byTable.set(f.table, [...(byTable.get(f.table) ?? []), f]);
   const lines: string[] = [];
   for (const table of [...byTable.keys()].sort((a, b) => a - b)) {
-    lines.push(`table ${table} ${TABLE_NAMES.get(table) ?? ''}`.trimEnd());
+    lines.push(`table ${table} ${byTable.get(table)?.[0]?.tableName ?? ''}`.trimEnd());
     const rows = (byTable.get(table) ?? []).sort((a, b) => b.priority - a.priority);
     for (const f of rows) {
-      const match = f.match.length === 0 ? '*' : f.match.join(',');
-      const owner =
-        owners.get(f.cookie) ?? (f.cookie === PIPELINE_COOKIE ? 'pipeline' : cookieText(f.cookie));
+      const match = f.match.length === 0 ? '*' : f.match;
       lines.push(
-        `  ${String(f.packets ?? 0).padStart(8)} pkts  priority=${f.priority} ${match} actions=${f.actions}  [${owner}]`,
+        `  ${String(f.packets ?? 0).padStart(8)} pkts  priority=${f.priority} ${match} actions=${f.actions}  [${f.owner}]`,
       );
     }
   }
@@ -86,24 +45,20 @@ export function renderFlows(flows: FlowEntry[], owners: ReadonlyMap<bigint, stri
 
 async function runFlows(args: CliArgs, out: (s: string) => void): Promise<number> {
   const config = loadOvsConfig(args);
-  const ofctl = new Ofctl({ target: defaultOpenflowTarget(config.ovsdb, config.bridge) });
-  const pods = await podPorts(config);
-  const owners = new Map(pods.map((p) => [p.cookie, `pod ${podLabel(p.record)}`]));
   const query = args.values.get('--pod');
   if (query === undefined) {
-    const flows = await ofctl.dumpFlows();
-    out(args.json ? `${JSON.stringify(flowsJson(flows), null, 2)}\n` : renderFlows(flows, owners));
+    const flows = await bridgeFlows(config);
+    out(args.json ? `${JSON.stringify(flowsJson(flows), null, 2)}\n` : renderFlows(flows));
     return 0;
   }
-  const matches = pods.filter((p) => podMatches(p.record, query));
+  const matches = await podFlows(config, query);
   if (matches.length === 0) {
     throw new UnknownContainerError(`no pod port on ${config.bridge} for ${query}`);
   }
   for (const p of matches) {
-    const flows = await ofctl.dumpFlows(`cookie=${cookieText(p.cookie)}/-1`);
     if (args.json) {
       out(
-        `${JSON.stringify({ port: p.port, ofport: p.ofport, ...p.record, flows: flowsJson(flows) }, null, 2)}\n`,
+        `${JSON.stringify({ port: p.port, ofport: p.ofport, ...p.record, flows: flowsJson(p.flows) }, null, 2)}\n`,
       );
       continue;
     }
@@ -111,26 +66,17 @@ async function runFlows(args: CliArgs, out: (s: string) => void): Promise<number
     out(
       [
         `pod ${r.pod ?? '-'}  container ${r.containerId}  interface ${r.ifname}`,
-        `port ${p.port} (ofport ${p.ofport ?? '-'})  mac ${r.mac}  addresses ${r.ips.join(', ')}  cookie ${cookieText(p.cookie)}`,
-        renderFlows(flows, owners),
+        `port ${p.port} (ofport ${p.ofport ?? '-'})  mac ${r.mac}  addresses ${r.ips.join(', ')}  cookie ${p.cookie}`,
+        renderFlows(p.flows),
       ].join('\n'),
     );
   }
   return 0;
 }
 
-function flowsJson(flows: FlowEntry[]): object[] {
-  return flows.map((f) => ({
-    table: f.table,
-    tableName: TABLE_NAMES.get(f.table),
-    priority: f.priority,
-    cookie: cookieText(f.cookie),
-    pod: isPodCookie(f.cookie),
-    match: f.match.join(','),
-    actions: f.actions,
-    packets: f.packets,
-    bytes: f.bytes,
-  }));
+/** The JSON form: every field of a row but the owner, as before the owner was added. */
+function flowsJson(flows: FlowRow[]): object[] {
+  return flows.map(({ owner: _owner, ...f }) => f);
 }
 
 export const flowsCommand: Command = {

@@ -12,9 +12,9 @@
  * free one. Every read is one txn of two ranges, i.e. one consistent snapshot.
  */
 
+import { isPrefix, type Prefix, parsePrefix } from '../base/ip.js';
 import type { EtcdKeys, EtcdKv, Kv } from './etcd-kv.js';
 import { candidates, describeFamilyPool, type FamilyPool, type ParsedPool, poolHolds } from './pool.js';
-import { isPrefix, type Prefix, parsePrefix } from './prefix.js';
 import { storeError } from './store.js';
 
 /** Enough for hundreds of nodes racing for one pool; beyond it something else is wrong. */

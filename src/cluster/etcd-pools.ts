@@ -5,7 +5,7 @@
  *   PREFIX/pool-ips/NAME/IP     -> PoolClaimOwner as JSON (one key per held address)
  */
 import { StoreError } from '../base/errors.js';
-import { canonicalIp } from '../ipam/ip.js';
+import { canonicalIp } from '../base/ip.js';
 import type { EtcdKv, Kv } from './etcd-kv.js';
 import { type IpPool, parseIpPool } from './ip-pool.js';
 import type { PoolClaim, PoolClaimOwner, PoolStore } from './pool-store.js';

@@ -14,8 +14,8 @@
  * "cluster file /etc/podwire/cluster.yaml: nodes[1].podCIDRs[0]: ...".
  */
 import { parse as parseYaml } from 'yaml';
+import { isPrefix, parsePrefix, prefixesOverlap } from '../base/ip.js';
 import { parseNodeRecord } from './node-record.js';
-import { isPrefix, parsePrefix, prefixesOverlap } from './prefix.js';
 import { type NodeRecord, storeError } from './store.js';
 
 export function parseClusterFile(text: string, path: string): NodeRecord[] {

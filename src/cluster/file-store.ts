@@ -18,12 +18,12 @@ import { type FSWatcher, watch as fsWatch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { PodwireError } from '../base/errors.js';
+import { isPrefix, parsePrefix, prefixContains } from '../base/ip.js';
 import { EventQueue } from './event-queue.js';
 import { parseClusterFile } from './file-format.js';
 import { HealthState } from './health.js';
 import { byName, checkNodeName, diffNodes, nodesEqual } from './node-record.js';
 import { parsePool } from './pool.js';
-import { isPrefix, parsePrefix, prefixContains } from './prefix.js';
 import {
   type ClusterStore,
   type NodeEvent,

@@ -5,8 +5,10 @@
  *
  *   {name: blue, ranges: ["172.30.0.100-172.30.0.123"], subnet: {gateway: 172.30.0.254, prefixLength: 24}, vlan: 0}
  */
+
+import { isDnsLabel } from '../base/dns-label.js';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { addressBits, formatIp, type IpFamily, parseIp } from '../ipam/ip.js';
+import { addressBits, formatIp, type IpFamily, parseIp } from '../base/ip.js';
 
 export interface IpPool {
   /** A DNS-1123 label: it names etcd keys and the CNI_ARGS value PODWIRE_POOL. */
@@ -34,7 +36,6 @@ export interface ParsedPool {
   size: bigint;
 }
 
-const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const KEYS = new Set(['name', 'ranges', 'subnet', 'vlan']);
 
 function bad(where: string, key: string, why: string): PodwireError {
@@ -48,7 +49,7 @@ export function parseIpPool(value: unknown, where: string): ParsedPool {
   const obj = value as Record<string, unknown>;
   for (const k of Object.keys(obj)) if (!KEYS.has(k)) throw bad(where, k, 'unknown key');
   const name = obj.name;
-  if (typeof name !== 'string' || !LABEL.test(name))
+  if (!isDnsLabel(name))
     throw bad(
       where,
       'name',

@@ -2,12 +2,12 @@
  * Node records: validation into canonical form, equality, and the difference between two node sets.
  * Every record a store hands out went through `parseNodeRecord`, so consumers may trust its fields.
  */
+
+import { isDnsSubdomain } from '../base/dns-label.js';
 import type { PodwireError } from '../base/errors.js';
-import { canonicalAddress, isPrefix, parsePrefix } from './prefix.js';
+import { isPrefix, normalizeIp, parsePrefix } from '../base/ip.js';
 import { type NodeEvent, type NodeRecord, type StoredNode, storeError } from './store.js';
 
-const DNS_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
-const NODE_NAME = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*$`);
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 const KNOWN_KEYS = new Set(['name', 'underlayIP', 'podCIDRs', 'vtepMac', 'uplinkMac', 'labels']);
 
@@ -15,7 +15,7 @@ const KNOWN_KEYS = new Set(['name', 'underlayIP', 'podCIDRs', 'vtepMac', 'uplink
 export function nodeNameProblem(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'must be a string';
   if (name.length === 0 || name.length > 253) return 'must be 1 to 253 characters';
-  if (!NODE_NAME.test(name)) return 'must be lower-case letters, digits, "-" and "." (a DNS-1123 subdomain)';
+  if (!isDnsSubdomain(name)) return 'must be lower-case letters, digits, "-" and "." (a DNS-1123 subdomain)';
   return undefined;
 }
 
@@ -48,7 +48,7 @@ export function parseNodeRecord(value: unknown, where: string, opts: ParseRecord
   if (nameProblem !== undefined) throw bad('name', nameProblem);
   const name = obj.name as string;
 
-  const underlayIP = typeof obj.underlayIP === 'string' ? canonicalAddress(obj.underlayIP) : undefined;
+  const underlayIP = typeof obj.underlayIP === 'string' ? normalizeIp(obj.underlayIP) : undefined;
   if (underlayIP === undefined) throw bad('underlayIP', 'must be an IPv4 or IPv6 address');
 
   if (!Array.isArray(obj.podCIDRs)) throw bad('podCIDRs', 'must be a list of CIDRs');

@@ -5,7 +5,7 @@
  * decides; nobody guesses.
  */
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { type IpFamily, isPrefix, type Prefix, parsePrefix, prefixContains, subnets } from './prefix.js';
+import { type IpFamily, isPrefix, type Prefix, parsePrefix, prefixContains, subnets } from '../base/ip.js';
 import type { PodCIDRPool } from './store.js';
 
 /** A node CIDR must leave pods at least one address besides network, gateway and (IPv4) broadcast. */

@@ -12,7 +12,7 @@
  */
 
 import { IncompatibleVersionError, InternalError } from '../base/errors.js';
-import { cidrFamily, type IpFamily, ipFamily } from './ip.js';
+import { cidrFamily, type IpFamily, ipFamily } from '../base/ip.js';
 import {
   expectObject,
   fieldPath,

@@ -15,8 +15,8 @@ import {
   PodwireError,
   StoreError,
 } from '../base/errors.js';
+import type { IpFamily } from '../base/ip.js';
 import { type Cidr, parseCidr } from './cidr.js';
-import type { IpFamily } from './ip.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { RangeState } from './range-state.js';
 import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';

@@ -11,7 +11,7 @@
  */
 
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { addressBits, formatIp, type IpFamily, parseIp } from './ip.js';
+import { addressBits, formatIp, type IpFamily, parseIp } from '../base/ip.js';
 
 const PREFIX_LENGTH = /^(0|[1-9][0-9]{0,2})$/;
 

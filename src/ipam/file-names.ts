@@ -14,7 +14,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { InvalidConfigError } from '../base/errors.js';
-import { canonicalIp, parseIp } from './ip.js';
+import { canonicalIp, parseIp } from '../base/ip.js';
 
 const NAME_MAX = 255;
 const KEPT = /[A-Za-z0-9.]/;

@@ -17,10 +17,10 @@ import {
   InvalidConfigError,
   IpamExhaustedError,
 } from '../base/errors.js';
+import { formatIp, parseIp } from '../base/ip.js';
 import { type ParsedPool, parseIpPool, poolAddresses, poolContains } from '../cluster/ip-pool.js';
 import type { PoolClaimOwner, PoolStore } from '../cluster/pool-store.js';
 import type { Allocation, OwnedAllocation, RangeUsage } from './allocator.js';
-import { formatIp, parseIp } from './ip.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';
 

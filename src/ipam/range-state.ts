@@ -8,8 +8,8 @@
  * - `cursor` is always an assignable address of the range.
  */
 
+import { parseIp } from '../base/ip.js';
 import type { Cidr } from './cidr.js';
-import { parseIp } from './ip.js';
 import { type AllocationRecord, type AttachmentKey, attachmentKey, type StoredClaim } from './store.js';
 
 export class RangeState {

@@ -25,7 +25,7 @@
  */
 
 import { InvalidConfigError, type PodwireError, StoreError } from '../base/errors.js';
-import { canonicalIp } from './ip.js';
+import { canonicalIp } from '../base/ip.js';
 
 export interface AllocationRecord {
   containerId: string;

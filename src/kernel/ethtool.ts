@@ -5,10 +5,8 @@
  */
 import koffi from 'koffi';
 import { InternalError } from '../base/errors.js';
-import { AF_INET, close, KernelError, SOCK_DGRAM, socket } from './libc.js';
-
-const libc = koffi.load('libc.so.6');
-const ioctl = libc.func('int ioctl(int fd, unsigned long request, ...)');
+import { OwnedFd } from '../base/owned-fd.js';
+import { AF_INET, close, ioctl, KernelError, SOCK_DGRAM, socket } from './libc.js';
 
 /** linux/sockios.h */
 export const SIOCETHTOOL = 0x8946;
@@ -22,10 +20,10 @@ const IFNAMSIZ = 16;
 
 /** An AF_INET datagram socket used only to carry ethtool requests; one owner closes it. */
 export class EthtoolSocket implements Disposable {
-  #fd: number;
+  readonly #fd: OwnedFd;
 
   private constructor(fd: number) {
-    this.#fd = fd;
+    this.#fd = new OwnedFd(fd, 'ethtool socket', close);
   }
 
   /** Equivalent to: socket(AF_INET, SOCK_DGRAM, 0), in the calling thread's namespace. */
@@ -44,10 +42,7 @@ export class EthtoolSocket implements Disposable {
   }
 
   close(): void {
-    if (this.#fd < 0) return;
-    const fd = this.#fd;
-    this.#fd = -1;
-    close(fd);
+    this.#fd.close();
   }
 
   [Symbol.dispose](): void {
@@ -56,7 +51,6 @@ export class EthtoolSocket implements Disposable {
 
   /** Sends one struct ethtool_value { cmd, data } request; returns `data` as the kernel left it. */
   #request(ifname: string, cmd: number, data: number): number {
-    if (this.#fd < 0) throw new InternalError('ethtool socket used after close');
     const name = Buffer.from(ifname, 'latin1');
     if (name.length === 0 || name.length >= IFNAMSIZ) {
       throw new InternalError(`bad interface name ${JSON.stringify(ifname)}`);
@@ -68,7 +62,7 @@ export class EthtoolSocket implements Disposable {
     name.copy(ifr, 0);
     // `value` stays referenced until the call returns, so its memory cannot move or be freed.
     ifr.writeBigUInt64LE(koffi.address(value) as bigint, IFNAMSIZ);
-    const ret = Number(ioctl(this.#fd, SIOCETHTOOL, 'void *', ifr));
+    const ret = ioctl(this.#fd.fd, SIOCETHTOOL, 'void *', ifr);
     if (ret < 0) throw new KernelError(`ioctl(SIOCETHTOOL ${cmd}) on ${ifname}`, koffi.errno());
     return value.readUInt32LE(4);
   }

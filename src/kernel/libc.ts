@@ -19,6 +19,7 @@ const c = {
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
   close: libc.func('int close(int fd)'),
   setns: libc.func('int setns(int fd, int nstype)'),
+  ioctl: libc.func('int ioctl(int fd, unsigned long request, ...)'),
   malloc_trim: libc.func('int malloc_trim(size_t pad)'),
 };
 
@@ -50,6 +51,11 @@ export class KernelError extends PodwireError {
 export const AF_UNIX = 1;
 export const AF_INET = 2;
 export const AF_INET6 = 10;
+
+/** The address family constant of IP version 4 or 6. */
+export function inetFamily(family: 4 | 6): typeof AF_INET | typeof AF_INET6 {
+  return family === 4 ? AF_INET : AF_INET6;
+}
 export const AF_NETLINK = 16;
 export const AF_PACKET = 17;
 export const SOCK_DGRAM = 2;
@@ -165,6 +171,14 @@ export function closeAsync(fd: number): Promise<void> {
       else resolve();
     });
   });
+}
+
+/**
+ * Equivalent to ioctl(2); `args` are koffi's variadic (type, value) pairs, e.g. 'void *', buf.
+ * Returns the result; a negative one is the caller's to turn into a `KernelError` with koffi.errno().
+ */
+export function ioctl(fd: number, request: number, ...args: unknown[]): number {
+  return Number(c.ioctl(fd, request, ...args));
 }
 
 /** Equivalent to setns(2): moves the calling thread only into the namespace behind `fd`. */

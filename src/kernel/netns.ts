@@ -9,10 +9,9 @@
 import { closeSync, constants as fsc, fstatSync, openSync, statSync } from 'node:fs';
 import koffi from 'koffi';
 import { InternalError, InvalidEnvError } from '../base/errors.js';
-import { CLONE_NEWNET, KernelError, setns } from './libc.js';
+import { OwnedFd } from '../base/owned-fd.js';
+import { CLONE_NEWNET, ioctl, KernelError, setns } from './libc.js';
 
-const libc = koffi.load('libc.so.6');
-const ioctl = libc.func('int ioctl(int fd, unsigned long request, ...)');
 /** linux/nsfs.h: _IO(0xb7, 0x3), answers the CLONE_NEW* type of a namespace file. */
 const NS_GET_NSTYPE = 0xb703;
 
@@ -36,11 +35,11 @@ export function sameNetns(a: NetnsId, b: NetnsId): boolean {
 export class NetnsHandle implements Disposable {
   readonly path: string;
   readonly id: NetnsId;
-  #fd: number;
+  readonly #fd: OwnedFd;
 
   private constructor(path: string, fd: number, id: NetnsId) {
     this.path = path;
-    this.#fd = fd;
+    this.#fd = new OwnedFd(fd, `netns handle ${path}`);
     this.id = id;
   }
 
@@ -56,7 +55,7 @@ export class NetnsHandle implements Disposable {
       throw new InvalidEnvError(`CNI_NETNS: cannot open ${path}`, { cause: err });
     }
     try {
-      const type = Number(ioctl(fd, NS_GET_NSTYPE));
+      const type = ioctl(fd, NS_GET_NSTYPE);
       if (type !== CLONE_NEWNET) {
         throw new InvalidEnvError(`CNI_NETNS: ${path} is not a network namespace`, {
           cause: type < 0 ? new KernelError('ioctl(NS_GET_NSTYPE)', koffi.errno()) : undefined,
@@ -76,19 +75,15 @@ export class NetnsHandle implements Disposable {
   }
 
   get fd(): number {
-    if (this.#fd < 0) throw new InternalError(`netns handle ${this.path} used after close`);
-    return this.#fd;
+    return this.#fd.fd;
   }
 
   get closed(): boolean {
-    return this.#fd < 0;
+    return this.#fd.closed;
   }
 
   close(): void {
-    if (this.#fd < 0) return;
-    const fd = this.#fd;
-    this.#fd = -1;
-    closeSync(fd);
+    this.#fd.close();
   }
 
   [Symbol.dispose](): void {

@@ -4,7 +4,7 @@
  */
 
 import { constants } from 'node:os';
-import { InternalError } from '../base/errors.js';
+import { OwnedFd } from '../base/owned-fd.js';
 import {
   AF_PACKET,
   bind,
@@ -40,11 +40,11 @@ function sockaddrLl(ifindex: number, protocol: number): Buffer {
  * queue in the socket until `drain` reads them without blocking.
  */
 export class CaptureSocket implements Disposable {
-  #fd: number;
+  readonly #fd: OwnedFd;
   readonly #buf = Buffer.allocUnsafe(65536);
 
   private constructor(fd: number) {
-    this.#fd = fd;
+    this.#fd = new OwnedFd(fd, 'capture socket', close);
   }
 
   /** Equivalent to: socket(AF_PACKET, SOCK_RAW, htons(ethertype)) bound to `ifindex`. */
@@ -69,17 +69,17 @@ export class CaptureSocket implements Disposable {
     const mreq = Buffer.alloc(16); // struct packet_mreq
     mreq.writeInt32LE(ifindex, 0);
     mreq.writeUInt16LE(PACKET_MR_PROMISC, 4);
-    setsockoptBytes(this.#fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq);
+    setsockoptBytes(this.#fd.fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq);
   }
 
   /** Every frame queued now (copies), without waiting for more. */
   drain(): Buffer[] {
-    if (this.#fd < 0) throw new InternalError('capture socket used after close');
+    const fd = this.#fd.fd;
     const frames: Buffer[] = [];
     for (;;) {
       let n: number;
       try {
-        n = recv(this.#fd, this.#buf, MSG_DONTWAIT);
+        n = recv(fd, this.#buf, MSG_DONTWAIT);
       } catch (err) {
         if (err instanceof KernelError && err.errno === EAGAIN) return frames;
         throw err;
@@ -89,10 +89,7 @@ export class CaptureSocket implements Disposable {
   }
 
   close(): void {
-    if (this.#fd < 0) return;
-    const fd = this.#fd;
-    this.#fd = -1;
-    close(fd);
+    this.#fd.close();
   }
 
   [Symbol.dispose](): void {
@@ -103,11 +100,11 @@ export class CaptureSocket implements Disposable {
 /** A send-only packet socket on one interface; protocol 0 so the kernel never queues frames to it. */
 export class PacketSocket implements Disposable {
   readonly ifindex: number;
-  #fd: number;
+  readonly #fd: OwnedFd;
   readonly #dest: Buffer;
 
   private constructor(fd: number, ifindex: number) {
-    this.#fd = fd;
+    this.#fd = new OwnedFd(fd, 'packet socket', close);
     this.ifindex = ifindex;
     this.#dest = sockaddrLl(ifindex, 0);
   }
@@ -126,23 +123,17 @@ export class PacketSocket implements Disposable {
 
   /** Sends one complete Ethernet frame. */
   send(frame: Buffer): void {
-    if (this.#fd < 0) throw new InternalError('packet socket used after close');
-    sendto(this.#fd, frame, 0, this.#dest);
+    sendto(this.#fd.fd, frame, 0, this.#dest);
   }
 
   close(): void {
-    if (this.#fd < 0) return;
-    const fd = this.#fd;
-    this.#fd = -1;
-    close(fd);
+    this.#fd.close();
   }
 
   /** Closes on a worker thread (see `closeAsync` in libc.ts); the socket is unusable at once. */
   closeAsync(): Promise<void> {
-    if (this.#fd < 0) return Promise.resolve();
-    const fd = this.#fd;
-    this.#fd = -1;
-    return closeAsync(fd);
+    if (this.#fd.closed) return Promise.resolve();
+    return closeAsync(this.#fd.release());
   }
 
   [Symbol.dispose](): void {

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { capture } from '../../src/bed/tcpdump.js';
-import { ipJson, must } from '../testbed/exec.js';
-import { resultIps, TestNode } from '../testbed/node.js';
+import { ipJson, must } from '../../bed/exec.js';
+import { resultIps, TestNode } from '../../bed/node.js';
+import { capture } from '../../bed/tcpdump.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] });
 before(() => node.setup());

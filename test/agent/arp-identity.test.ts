@@ -8,13 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { ipJson, must, run } from '../../bed/exec.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { resultIps, TestNode } from '../../bed/node.js';
 import { auditArp, type Identity } from '../../src/arp/audit.js';
 import { captureArp } from '../../src/arp/capture.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { CaptureSocket } from '../../src/kernel/packet-socket.js';
-import { ipJson, must, run } from '../testbed/exec.js';
-import { netnsPath } from '../testbed/namespaces.js';
-import { resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.17.0/24'] });
 const UPLINK_IP = '172.31.0.1';

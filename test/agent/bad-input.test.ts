@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { must } from '../testbed/exec.js';
-import { hostVeths } from '../testbed/inspect.js';
-import { netnsPath } from '../testbed/namespaces.js';
-import { type CniCall, TestNode } from '../testbed/node.js';
+import { must } from '../../bed/exec.js';
+import { hostVeths } from '../../bed/inspect.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { type CniCall, TestNode } from '../../bed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.9.0/24'] });
 let pod = '';

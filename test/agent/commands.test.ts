@@ -1,10 +1,10 @@
 /** VERSION, every spec version's ADD result, CHECK drift, GC and STATUS, through the relay. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { must } from '../../bed/exec.js';
+import { addressesByInterface, hostVeths } from '../../bed/inspect.js';
+import { TestNode } from '../../bed/node.js';
 import { SUPPORTED_VERSIONS } from '../../src/cni/versions.js';
-import { must } from '../testbed/exec.js';
-import { addressesByInterface, hostVeths } from '../testbed/inspect.js';
-import { TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.5.0/29', 'fd00:10:244:5::/64'] });
 before(() => node.setup());

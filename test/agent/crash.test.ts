@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { run } from '../testbed/exec.js';
-import { addressesByInterface, settledHostVeths } from '../testbed/inspect.js';
-import { resultIps, TestNode } from '../testbed/node.js';
+import { run } from '../../bed/exec.js';
+import { addressesByInterface, settledHostVeths } from '../../bed/inspect.js';
+import { resultIps, TestNode } from '../../bed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.7.0/24'] });
 before(() => node.setup());

@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { run } from '../../bed/exec.js';
+import { hostVeths, settledHostVeths } from '../../bed/inspect.js';
+import { ROOT, resultIps, TestNode } from '../../bed/node.js';
 import { controlSocketPath } from '../../src/agent/control-server.js';
 import { callAgent } from '../../src/cli/control-client.js';
-import { run } from '../testbed/exec.js';
-import { hostVeths, settledHostVeths } from '../testbed/inspect.js';
-import { ROOT, resultIps, TestNode } from '../testbed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.19.0/24'] });
 before(() => node.setup());

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ipJson, run } from '../testbed/exec.js';
-import { netnsPath } from '../testbed/namespaces.js';
-import { TestNode } from '../testbed/node.js';
+import { ipJson, run } from '../../bed/exec.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { TestNode } from '../../bed/node.js';
 
 interface IpAddr {
   ifname: string;

@@ -1,8 +1,8 @@
 /** The Prometheus endpoint: off by default; when configured, CNI counts and latency, pods, IPAM, fds. */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { metricSample, scrapeMetrics } from '../../src/bed/metrics.js';
-import { TestNode } from '../testbed/node.js';
+import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
+import { TestNode } from '../../bed/node.js';
 
 const PORT = 19105;
 const node = new TestNode({ podCIDRs: ['10.244.15.0/24'], config: { metricsAddress: `127.0.0.1:${PORT}` } });

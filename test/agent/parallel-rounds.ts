@@ -5,8 +5,8 @@
  * descriptor count is back at its baseline (I2); at the end no host veth and no allocation remain.
  */
 import assert from 'node:assert/strict';
-import { addressesByInterface, settledHostVeths } from '../testbed/inspect.js';
-import { resultAddresses, type TestNode } from '../testbed/node.js';
+import { addressesByInterface, settledHostVeths } from '../../bed/inspect.js';
+import { resultAddresses, type TestNode } from '../../bed/node.js';
 
 export interface ParallelRounds {
   pods: readonly string[];

@@ -3,7 +3,7 @@
  * `npm run soak` runs 100). See parallel-rounds.ts for what every round checks.
  */
 import { after, before, test } from 'node:test';
-import { TestNode } from '../testbed/node.js';
+import { TestNode } from '../../bed/node.js';
 import { runParallelRounds } from './parallel-rounds.js';
 
 const ROUNDS = Number(process.env.PODWIRE_ROUNDS ?? 20);

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { run } from '../testbed/exec.js';
-import { ROOT, TestNode } from '../testbed/node.js';
+import { run } from '../../bed/exec.js';
+import { ROOT, TestNode } from '../../bed/node.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.11.0/24'] });
 after(() => node.cleanup());

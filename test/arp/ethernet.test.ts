@@ -1,15 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import {
-  decodeEthernetFrame,
-  ETH_HLEN,
-  encodeEthernetFrame,
-  formatMac,
-  normalizeMac,
-  parseMac,
-} from '../../src/arp/ethernet.js';
+import { decodeEthernetFrame, ETH_HLEN, encodeEthernetFrame } from '../../src/arp/ethernet.js';
 import { PodwireError } from '../../src/base/errors.js';
+import { formatMac, normalizeMac, parseMac } from '../../src/base/mac.js';
 
 const macBytes = fc.uint8Array({ minLength: 6, maxLength: 6 });
 /** Canonical MAC text built without the code under test. */

@@ -7,7 +7,6 @@ import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { gratuitousArp } from '../../src/arp/arp-frame.js';
-import { normalizeIPv6 } from '../../src/arp/inet.js';
 import { unsolicitedNeighborAdvertisement } from '../../src/arp/ndp-frame.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -40,6 +39,8 @@ for item in json.load(sys.stdin):
 json.dump(out, sys.stdout)
 `;
 
+import { canonicalIp } from '../../src/base/ip.js';
+
 function scapyPresent(): boolean {
   return spawnSync(PYTHON, ['-c', 'import scapy'], { stdio: 'ignore' }).status === 0;
 }
@@ -57,7 +58,7 @@ const mac = fc
 const ipv6 = fc
   .array(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 })
   .filter((w) => (w[0] ?? 0) < 0xff00)
-  .map((w) => normalizeIPv6(w.map((x) => x.toString(16)).join(':')));
+  .map((w) => canonicalIp(w.map((x) => x.toString(16)).join(':')));
 
 test('scapy decodes our gratuitous ARPs and Neighbor Advertisements the same way', (t) => {
   if (!scapyPresent()) {

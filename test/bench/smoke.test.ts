@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
+import { ovsAvailable } from '../../bed/ovs.js';
 import { QUICK, runBench } from '../../bench/bench.js';
 import { detailTables, mainTable } from '../../bench/report.js';
 import type { BurstSubject } from '../../bench/scenarios/burst.js';
 import type { SequentialSubject } from '../../bench/scenarios/sequential.js';
 import type { Stats } from '../../bench/stats.js';
-import { ovsAvailable } from '../../src/bed/ovs.js';
 
 function ownNamespaces(): string[] {
   return execFileSync('ip', ['netns', 'list'])

@@ -1,8 +1,8 @@
 /** The `podwire` CLI against a running agent: status, pods, ipam, gc, --json, --help, agent down. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { run } from '../testbed/exec.js';
-import { ROOT, TestNode } from '../testbed/node.js';
+import { run } from '../../bed/exec.js';
+import { ROOT, TestNode } from '../../bed/node.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 const node = new TestNode({ podCIDRs: ['10.244.13.0/24'] });

@@ -1,8 +1,8 @@
 /** `bin/podwire demo` runs to completion, its exit code reflects the matrix, and nothing is left. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { run } from '../testbed/exec.js';
-import { ROOT } from '../testbed/node.js';
+import { run } from '../../bed/exec.js';
+import { ROOT } from '../../bed/node.js';
 
 test('the demo: all pairs reachable, no ARP identity leak, exit 0, nothing left behind', async () => {
   const r = await run(`${ROOT}/bin/podwire`, ['demo']);

@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { ROOT } from '../../bed/node.js';
 import {
   AGENT_NODE_FLAGS,
   AGENT_THREADPOOL_SIZE,
   idleGcWarning,
   threadpoolWarning,
 } from '../../src/agent/runtime.js';
-import { ROOT } from '../testbed/node.js';
 
 test('bin/podwire sets the thread pool and the node flags of runtime.ts', () => {
   const script = readFileSync(`${ROOT}/bin/podwire`, 'utf8');

@@ -1,8 +1,9 @@
 /** Opening EtcdStore clients against a test-bed etcd, with test-friendly timings. */
+
+import type { EtcdServer } from '../../bed/etcd.js';
 import { EtcdStore, type EtcdStoreOptions } from '../../src/cluster/etcd-store.js';
 import { nodesEqual } from '../../src/cluster/node-record.js';
 import type { ClusterStore, NodeRecord } from '../../src/cluster/store.js';
-import type { EtcdServer } from '../testbed/etcd.js';
 
 /** Short timeouts so that outage tests stay fast; production defaults are 2 s / 5 s / 5 s. */
 export const FAST = { requestTimeoutMs: 1000, healthIntervalMs: 300, maxBackoffMs: 1000 } as const;

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { EtcdServer } from '../../bed/etcd.js';
 import type { EtcdStore } from '../../src/cluster/etcd-store.js';
 import type { NodeEvent, NodeRecord } from '../../src/cluster/store.js';
-import { EtcdServer } from '../testbed/etcd.js';
 import { FAST, openEtcdStore } from './etcd-harness.js';
 import { EventLog, isCode } from './watch-log.js';
 

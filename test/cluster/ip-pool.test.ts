@@ -1,8 +1,8 @@
 /** IP pool records: ranges (CIDR, start-end), the subnet's reserved addresses, VLAN, errors naming the key. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { parseIp } from '../../src/base/ip.js';
 import { parseIpPool, poolAddresses, poolContains } from '../../src/cluster/ip-pool.js';
-import { parseIp } from '../../src/ipam/ip.js';
 
 const base = { name: 'blue', subnet: { gateway: '172.30.0.254', prefixLength: 24 } };
 const v = (ip: string) => parseIp(ip)?.value as bigint;

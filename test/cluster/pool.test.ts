@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { isPrefix, parsePrefix } from '../../src/base/ip.js';
 import { candidates, parsePodCIDRPool, parsePool, poolHolds } from '../../src/cluster/pool.js';
-import { isPrefix, parsePrefix } from '../../src/cluster/prefix.js';
 import { isCode } from './watch-log.js';
 
 describe('pod CIDR pool', () => {

@@ -7,10 +7,13 @@ import assert from 'node:assert/strict';
 import { constants } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ipJson, must, run } from '../../bed/exec.js';
+import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { configurePodInterface } from '../../src/agent/pod-interface.js';
 import { decodeArpFrame, encodeArpFrame, gratuitousArp } from '../../src/arp/arp-frame.js';
-import { BROADCAST_MAC, ETH_P_ARP, ZERO_MAC } from '../../src/arp/ethernet.js';
+import { ETH_P_ARP } from '../../src/arp/ethernet.js';
 import { PodwireError } from '../../src/base/errors.js';
+import { BROADCAST_MAC, ZERO_MAC } from '../../src/base/mac.js';
 import type { Datapath, GatewayAddress } from '../../src/datapath/datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
 import { KernelError } from '../../src/kernel/libc.js';
@@ -19,8 +22,6 @@ import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { type Nft, nftIn } from '../../src/kernel/nft.js';
 import { CaptureSocket, PacketSocket } from '../../src/kernel/packet-socket.js';
 import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
-import { ipJson, must, run } from '../testbed/exec.js';
-import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 /** What the guard that sees the gateway's ARP counted: OVS's ARP_SPOOF_GUARD, the Linux bridge's own. */
 function arpGuardDrops(counters: Array<{ guard: string; packets: number }> | undefined): number {

@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { DatapathError } from '../../src/base/errors.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import type { Nft } from '../../src/kernel/nft.js';
 import { writeSysctl } from '../../src/kernel/sysctl.js';
-import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 const spaces = new NamespaceSet();
 const handles: NetnsHandle[] = [];

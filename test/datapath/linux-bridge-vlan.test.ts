@@ -10,6 +10,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { must, run } from '../../bed/exec.js';
+import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { configurePodInterface } from '../../src/agent/pod-interface.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
@@ -17,8 +19,6 @@ import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { nftIn } from '../../src/kernel/nft.js';
 import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
-import { must, run } from '../testbed/exec.js';
-import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 const notRoot = process.getuid?.() !== 0;
 

@@ -1,6 +1,7 @@
 /** The Datapath compliance suite against OVS (userspace datapath), with a private OVS in the node namespace. */
+
+import { OvsInstance } from '../../bed/ovs.js';
 import { OvsDatapath } from '../../src/datapath/ovs/ovs-datapath.js';
-import { OvsInstance } from '../testbed/ovs.js';
 import { datapathCompliance } from './compliance.js';
 
 let ovs: OvsInstance | undefined;

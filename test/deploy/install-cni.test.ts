@@ -10,8 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { run } from '../../bed/exec.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
-import { run } from '../testbed/exec.js';
 import { DEPLOY_DIR, findOne, type K8sObject, loadManifests } from './manifests.js';
 
 const SCRIPT = join(DEPLOY_DIR, 'install-cni.mjs');

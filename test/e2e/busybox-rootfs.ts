@@ -5,7 +5,7 @@
  */
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { must } from '../testbed/exec.js';
+import { must } from '../../bed/exec.js';
 
 /** Where Debian's busybox-static installs the binary (usrmerge makes both paths the same file). */
 const CANDIDATES = ['/bin/busybox', '/usr/bin/busybox'];

@@ -22,7 +22,7 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Run, run } from '../testbed/exec.js';
+import { type Run, run } from '../../bed/exec.js';
 import { makeBusyboxRootfs } from './busybox-rootfs.js';
 import { CgroupParent } from './cgroup-parent.js';
 import { PrivateMounts } from './mount-namespace.js';

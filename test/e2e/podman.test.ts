@@ -12,10 +12,10 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
+import { ipJson, run } from '../../bed/exec.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { RELAY, TestNode } from '../../bed/node.js';
 import { parseCidr } from '../../src/ipam/cidr.js';
-import { ipJson, run } from '../testbed/exec.js';
-import { netnsPath } from '../testbed/namespaces.js';
-import { RELAY, TestNode } from '../testbed/node.js';
 import { findBusybox, isStaticElf } from './busybox-rootfs.js';
 import { type ContainerInfo, NETWORK, PodmanBed } from './podman-bed.js';
 

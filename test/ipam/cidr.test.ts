@@ -3,8 +3,8 @@ import { BlockList, isIP } from 'node:net';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { PodwireError } from '../../src/base/errors.js';
+import { canonicalIp, formatIp, parseIp } from '../../src/base/ip.js';
 import { parseCidr } from '../../src/ipam/cidr.js';
-import { canonicalIp, formatIp, parseIp } from '../../src/ipam/ip.js';
 
 const RUNS = { numRuns: 200 };
 
@@ -59,7 +59,9 @@ describe('IPv6 text', () => {
       fc.property(ipv6Value, (value) => {
         const text = formatIp(6, value);
         assert.equal(isIP(text), 6);
-        assert.equal(text, urlCanonical(expanded(value)));
+        // The one canonical form writes IPv4-mapped and -compatible addresses dotted (as inet_ntop does);
+        // everywhere else it is the URL serialiser's text.
+        if (!text.includes('.')) assert.equal(text, urlCanonical(expanded(value)));
         assert.deepEqual(parseIp(text), { family: 6, value });
         assert.deepEqual(parseIp(expanded(value)), { family: 6, value });
         assert.equal(canonicalIp(expanded(value)), text);
@@ -79,7 +81,8 @@ describe('IPv6 text', () => {
     assert.equal(canonicalIp('::'), '::');
     assert.equal(canonicalIp('::1'), '::1');
     assert.equal(canonicalIp('1::'), '1::');
-    assert.equal(canonicalIp('::ffff:10.1.2.3'), '::ffff:a01:203');
+    // IPv4-mapped in mixed notation (RFC 5952 section 5), as inet_ntop and `ip` print it.
+    assert.equal(canonicalIp('::ffff:10.1.2.3'), '::ffff:10.1.2.3');
   });
 
   test('bad addresses are refused', () => {

@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { must } from '../../bed/exec.js';
+import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { EthtoolSocket } from '../../src/kernel/ethtool.js';
 import { KernelError } from '../../src/kernel/libc.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
-import { must } from '../testbed/exec.js';
-import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 const spaces = new NamespaceSet();
 let ns = '';

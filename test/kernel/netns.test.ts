@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { closeSync, existsSync, openSync, readdirSync, readSync } from 'node:fs';
 import { after, before, test } from 'node:test';
+import { must } from '../../bed/exec.js';
+import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { PodwireError } from '../../src/base/errors.js';
 import { currentNetnsId, inNetns, NetnsHandle, openPodNetns, sameNetns } from '../../src/kernel/netns.js';
-import { must } from '../testbed/exec.js';
-import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 const spaces = new NamespaceSet();
 let target = '';

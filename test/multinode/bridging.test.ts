@@ -15,17 +15,17 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { TestCluster } from '../../bed/cluster.js';
+import { ipJson, must, type Run, run } from '../../bed/exec.js';
+import { type CniOutcome, ROOT, resultIps } from '../../bed/node.js';
+import { ovsAvailable } from '../../bed/ovs.js';
+import { pingFrom } from '../../bed/traffic.js';
+import { UNDERLAY_BRIDGE, type UnderlayNode } from '../../bed/underlay.js';
+import { VlanRouter } from '../../bed/vlan-router.js';
 import { controlSocketPath } from '../../src/agent/control-server.js';
 import { hostVethName } from '../../src/agent/host-veth.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
-import { TestCluster } from '../testbed/cluster.js';
-import { ipJson, must, type Run, run } from '../testbed/exec.js';
-import { type CniOutcome, ROOT, resultIps } from '../testbed/node.js';
-import { ovsAvailable } from '../testbed/ovs.js';
-import { pingFrom } from '../testbed/traffic.js';
-import { UNDERLAY_BRIDGE, type UnderlayNode } from '../testbed/underlay.js';
-import { VlanRouter } from '../testbed/vlan-router.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 /** Both datapaths where OVS is installed; `PODWIRE_BRIDGING_DATAPATHS=ovs` (say) picks. */

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type ClusterOptions, TestCluster } from '../testbed/cluster.js';
-import { resultIps } from '../testbed/node.js';
-import { pingFrom, TcpServers, tcpFrom } from '../testbed/traffic.js';
+import { type ClusterOptions, TestCluster } from '../../bed/cluster.js';
+import { resultIps } from '../../bed/node.js';
+import { pingFrom, TcpServers, tcpFrom } from '../../bed/traffic.js';
 
 interface Pod {
   node: string;

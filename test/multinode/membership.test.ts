@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type ClusterMember, TestCluster } from '../testbed/cluster.js';
-import { ipJson, run } from '../testbed/exec.js';
-import { ROOT, resultIps } from '../testbed/node.js';
-import { pingFrom } from '../testbed/traffic.js';
+import { type ClusterMember, TestCluster } from '../../bed/cluster.js';
+import { ipJson, run } from '../../bed/exec.js';
+import { ROOT, resultIps } from '../../bed/node.js';
+import { pingFrom } from '../../bed/traffic.js';
 
 async function podCIDROf(m: ClusterMember): Promise<string> {
   const r = await run(`${ROOT}/bin/podwire`, ['status', '--json', '--config', m.node.configPath]);

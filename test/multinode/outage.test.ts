@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type ClusterMember, TestCluster } from '../testbed/cluster.js';
-import { run } from '../testbed/exec.js';
-import { ROOT, resultIps } from '../testbed/node.js';
+import { type ClusterMember, TestCluster } from '../../bed/cluster.js';
+import { run } from '../../bed/exec.js';
+import { ROOT, resultIps } from '../../bed/node.js';
 
 const OUTAGE_S = Number(process.env.PODWIRE_OUTAGE_S ?? 10);
 

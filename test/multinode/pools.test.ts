@@ -6,12 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { TestCluster } from '../../bed/cluster.js';
+import { ipJson, run } from '../../bed/exec.js';
+import { ROOT, resultIps } from '../../bed/node.js';
+import { UNDERLAY_BRIDGE } from '../../bed/underlay.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import type { PoolClaim } from '../../src/cluster/pool-store.js';
-import { TestCluster } from '../testbed/cluster.js';
-import { ipJson, run } from '../testbed/exec.js';
-import { ROOT, resultIps } from '../testbed/node.js';
-import { UNDERLAY_BRIDGE } from '../testbed/underlay.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 // Bridging mode: pool pods sit on the underlay, so "held twice" can be asked of the wire itself.

@@ -3,10 +3,10 @@
  * addresses. Needs nothing but the kernel, and `nft` for the gateway's ARP guard (without it, or on a
  * kernel before 5.16, the guard is missing and the agent says so).
  */
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CheckFailedError, DatapathError } from '../../base/errors.js';
+import { randomLocalMac } from '../../base/mac.js';
 import { KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
@@ -32,13 +32,6 @@ export interface BridgeDatapathOptions {
 
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
 const FORWARDING_TIMEOUT_MS = 2000;
-
-/** A random, locally administered unicast MAC. */
-function randomLocalMac(): string {
-  const b = randomBytes(6);
-  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
-}
 
 export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';

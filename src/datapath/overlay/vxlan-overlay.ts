@@ -8,8 +8,9 @@
  */
 import { createHash } from 'node:crypto';
 import { DatapathError } from '../../base/errors.js';
+import { formatIp } from '../../base/ip.js';
+import { localUnicastMac } from '../../base/mac.js';
 import { parseCidr } from '../../ipam/cidr.js';
-import { formatIp } from '../../ipam/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
 import { convergeRoutes, type PeerRoute } from './peer-routes.js';
@@ -38,8 +39,7 @@ function networkOf(cidr: string): string {
 /** A stable, locally administered MAC for the node's VTEP, so a recreated device keeps its identity. */
 export function vtepMacFor(nodeName: string): string {
   const b = createHash('sha256').update(`podwire-vtep\0${nodeName}`).digest().subarray(0, 6);
-  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+  return localUnicastMac(b);
 }
 
 /** Bytes VXLAN adds: outer Ethernet 14 + IP (20 | 40) + UDP 8 + VXLAN 8. */

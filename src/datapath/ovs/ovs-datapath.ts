@@ -8,10 +8,10 @@
  * restarted agent re-derives the whole flow table from OVSDB and `replace-flows` leaves every flow
  * that is still right untouched: running pods never see a gap.
  */
-import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CheckFailedError, DatapathError, type PodwireError } from '../../base/errors.js';
+import { randomLocalMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
@@ -70,13 +70,6 @@ const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
   const socket = ovsdb.startsWith('unix:') ? ovsdb.slice(5) : ovsdb;
   return `unix:${dirname(socket)}/${bridge}.mgmt`;
-}
-
-/** A random, locally administered unicast MAC. */
-function randomLocalMac(): string {
-  const b = randomBytes(6);
-  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
 /** The multicast flow of each VLAN that has pod ports in `rows` (only of `only`, when given). */

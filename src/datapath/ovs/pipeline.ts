@@ -25,9 +25,8 @@
  * installed with what should be, token for token.
  */
 import { createHash } from 'node:crypto';
-import { ZERO_MAC } from '../../arp/ethernet.js';
-import { normalizeIPv6 } from '../../arp/inet.js';
-import { InternalError } from '../../base/errors.js';
+import { canonicalIp } from '../../base/ip.js';
+import { eui64LinkLocal, ZERO_MAC } from '../../base/mac.js';
 
 export const TABLE = {
   CLASSIFIER: 0,
@@ -228,20 +227,6 @@ export function vlanFloodFlow(vlan: number, podOfports: number[], uplinkOfport?:
   );
 }
 
-/**
- * The IPv6 link-local address the kernel derives from a MAC (EUI-64, RFC 4291 appendix A), the
- * default `addr_gen_mode` of a new namespace.
- */
-export function eui64LinkLocal(mac: string): string {
-  const b = mac.split(':').map((h) => Number.parseInt(h, 16));
-  if (b.length !== 6 || b.some((x) => !(x >= 0 && x <= 255))) {
-    throw new InternalError(`not a MAC address: ${mac}`);
-  }
-  const [b0, b1, b2, b3, b4, b5] = b as [number, number, number, number, number, number];
-  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
-  return normalizeIPv6(`fe80::${hex(b0 ^ 2, b1)}:${hex(b2, 0xff)}:${hex(0xfe, b3)}:${hex(b4, b5)}`);
-}
-
 /** The flows of one pod: what it may send (guards) and how frames reach it (L2 forwarding). */
 export function podFlows(p: PodFlowsInput): string[] {
   const T = TABLE;
@@ -262,7 +247,7 @@ export function podFlows(p: PodFlowsInput): string[] {
       out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, setVlan(vlan) + goto(T.L2_FORWARDING)));
       continue;
     }
-    const ip6 = normalizeIPv6(ip);
+    const ip6 = canonicalIp(ip);
     const ll = eui64LinkLocal(mac);
     const na = `icmp6,${port},icmp_type=136,icmp_code=0`;
     const ns = `icmp6,${port},icmp_type=135,icmp_code=0`;

@@ -2,6 +2,8 @@
  * RTM_NEWADDR / RTM_DELADDR / RTM_GETADDR bodies: struct ifaddrmsg followed by IFA_* attributes; and
  * the `Addr` view of a decoded body.
  */
+
+import { formatIpBytes } from '../../base/ip.js';
 import {
   type AttrCodec,
   type AttrSchema,
@@ -17,7 +19,6 @@ import {
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
-import { formatIp } from './ip-text.js';
 import type { Addr } from './types.js';
 import * as A from './uapi/if-addr.js';
 
@@ -114,7 +115,7 @@ export function addrFromBody(body: AddrBody): Addr {
   const addr: Addr = {
     index: ifa.index,
     family: ifa.family,
-    address: formatIp(local),
+    address: formatIpBytes(local),
     prefixLength: ifa.prefixlen,
     flags: attrs.flags ?? ifa.flags,
     scope: ifa.scope,

@@ -2,6 +2,8 @@
  * RTM_NEWLINK / RTM_DELLINK / RTM_GETLINK / RTM_SETLINK bodies: struct ifinfomsg followed by IFLA_*
  * attributes; and the `Link` view of a decoded body.
  */
+
+import { formatMac } from '../../base/mac.js';
 import {
   type AttrSchema,
   attrList,
@@ -19,7 +21,6 @@ import {
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
-import { formatMac } from './mac-text.js';
 import type { Link } from './types.js';
 import { IFF_UP } from './uapi/if.js';
 import * as L from './uapi/if-link.js';

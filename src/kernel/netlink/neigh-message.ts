@@ -2,6 +2,9 @@
  * RTM_NEWNEIGH / RTM_DELNEIGH / RTM_GETNEIGH bodies: struct ndmsg followed by NDA_* attributes; and
  * the `Neigh` (ARP/NDP) and `FdbEntry` (AF_BRIDGE) views of a decoded body.
  */
+
+import { formatIpBytes } from '../../base/ip.js';
+import { formatMac } from '../../base/mac.js';
 import {
   type AttrCodec,
   type AttrSchema,
@@ -19,8 +22,6 @@ import {
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
-import { formatIp } from './ip-text.js';
-import { formatMac } from './mac-text.js';
 import type { FdbEntry, Neigh } from './types.js';
 import * as N from './uapi/neighbour.js';
 
@@ -134,7 +135,7 @@ export function neighFromBody(body: NeighBody): Neigh {
   const neigh: Neigh = {
     index: ndm.index,
     family: ndm.family,
-    address: formatIp(attrs.dst),
+    address: formatIpBytes(attrs.dst),
     state: ndm.state,
     flags: ndm.flags,
   };
@@ -153,7 +154,7 @@ export function fdbFromBody(body: NeighBody): FdbEntry {
     state: ndm.state,
     flags: ndm.flags,
   };
-  if (attrs.dst !== undefined) entry.dst = formatIp(attrs.dst);
+  if (attrs.dst !== undefined) entry.dst = formatIpBytes(attrs.dst);
   if (attrs.vni !== undefined) entry.vni = attrs.vni;
   if (attrs.port !== undefined) entry.port = attrs.port;
   if (attrs.vlan !== undefined) entry.vlan = attrs.vlan;

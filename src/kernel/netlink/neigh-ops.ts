@@ -3,9 +3,9 @@
  * programs for each remote node (its VTEP MAC behind its underlay IP). `Rtnetlink` delegates here.
  */
 import { constants } from 'node:os';
-import { KernelError } from '../libc.js';
-import { formatIp, parseIp } from './ip-text.js';
-import { formatMac, parseMac } from './mac-text.js';
+import { formatIpBytes, parseIpBytes } from '../../base/ip.js';
+import { formatMac, parseMac } from '../../base/mac.js';
+import { inetFamily, KernelError } from '../libc.js';
 import { decodeNeighBody, encodeNeighBody, fdbFromBody, ndMsg, neighFromBody } from './neigh-message.js';
 import type { NetlinkSocket } from './socket.js';
 import type { FdbEntry, FdbSpec, Neigh, NeighSpec } from './types.js';
@@ -29,8 +29,8 @@ function deleted(run: () => void): boolean {
 
 /** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
 export function setNeigh(sock: NetlinkSocket, spec: NeighSpec): void {
-  const ip = parseIp(spec.address);
-  const ndm = ndMsg({ family: ip.family, index: spec.index, state: NUD_PERMANENT });
+  const ip = parseIpBytes(spec.address);
+  const ndm = ndMsg({ family: inetFamily(ip.family), index: spec.index, state: NUD_PERMANENT });
   sock.request(
     R.RTM_NEWNEIGH,
     CREATE_OR_REPLACE,
@@ -40,9 +40,9 @@ export function setNeigh(sock: NetlinkSocket, spec: NeighSpec): void {
 
 /** Equivalent to: `ip neigh del ADDRESS dev INDEX`. False when there is no such entry (ENOENT). */
 export function deleteNeigh(sock: NetlinkSocket, spec: { index: number; address: string }): boolean {
-  const ip = parseIp(spec.address);
+  const ip = parseIpBytes(spec.address);
   const body = encodeNeighBody({
-    ndm: ndMsg({ family: ip.family, index: spec.index }),
+    ndm: ndMsg({ family: inetFamily(ip.family), index: spec.index }),
     attrs: { dst: ip.bytes },
   });
   return deleted(() => sock.request(R.RTM_DELNEIGH, 0, body));
@@ -66,7 +66,7 @@ export function neighbours(sock: NetlinkSocket, filter: { index?: number; family
 /** Equivalent to: `bridge fdb replace MAC dev INDEX dst IP self permanent`. */
 export function setFdb(sock: NetlinkSocket, spec: FdbSpec): void {
   const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state: NUD_PERMANENT, flags: NTF_SELF });
-  const attrs = { lladdr: parseMac(spec.mac), dst: parseIp(spec.dst).bytes };
+  const attrs = { lladdr: parseMac(spec.mac), dst: parseIpBytes(spec.dst).bytes };
   sock.request(R.RTM_NEWNEIGH, CREATE_OR_REPLACE, encodeNeighBody({ ndm, attrs }));
 }
 
@@ -78,7 +78,7 @@ export function deleteFdb(sock: NetlinkSocket, spec: { index: number; mac: strin
   if (spec.dst !== undefined) {
     // vxlan answers success, deleting nothing, when the MAC is there without this remote: look first.
     const mac = formatMac(parseMac(spec.mac));
-    const dst = formatIp(parseIp(spec.dst).bytes);
+    const dst = formatIpBytes(parseIpBytes(spec.dst).bytes);
     if (!fdb(sock, { index: spec.index }).some((e) => e.mac === mac && e.dst === dst)) return false;
   }
   // NUD_PERMANENT: devices without their own fdb (ndo_dflt_fdb_del) refuse any other state.
@@ -87,7 +87,7 @@ export function deleteFdb(sock: NetlinkSocket, spec: { index: number; mac: strin
     ndm,
     attrs: {
       lladdr: parseMac(spec.mac),
-      ...(spec.dst === undefined ? {} : { dst: parseIp(spec.dst).bytes }),
+      ...(spec.dst === undefined ? {} : { dst: parseIpBytes(spec.dst).bytes }),
     },
   });
   return deleted(() => sock.request(R.RTM_DELNEIGH, 0, body));

@@ -2,6 +2,8 @@
  * RTM_NEWROUTE / RTM_DELROUTE / RTM_GETROUTE bodies: struct rtmsg followed by RTA_* attributes; and
  * the `Route` view of a decoded body.
  */
+
+import { formatIpBytes } from '../../base/ip.js';
 import {
   type AttrSchema,
   attrList,
@@ -16,7 +18,6 @@ import {
 } from './attributes.js';
 import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
-import { formatCidr, formatIp } from './ip-text.js';
 import type { Route } from './types.js';
 import * as R from './uapi/rtnetlink.js';
 
@@ -133,11 +134,11 @@ export function routeFromBody(body: RouteBody): Route {
   if (rtm.dstLen > 0) {
     if (attrs.dst === undefined)
       throw new NetlinkProtocolError(`route with dst_len ${rtm.dstLen} has no RTA_DST`);
-    route.dst = formatCidr(attrs.dst, rtm.dstLen);
+    route.dst = `${formatIpBytes(attrs.dst)}/${rtm.dstLen}`;
   }
-  if (attrs.gateway !== undefined) route.gateway = formatIp(attrs.gateway);
+  if (attrs.gateway !== undefined) route.gateway = formatIpBytes(attrs.gateway);
   if (attrs.oif !== undefined) route.oif = attrs.oif;
   if (attrs.priority !== undefined) route.priority = attrs.priority;
-  if (attrs.prefsrc !== undefined) route.prefsrc = formatIp(attrs.prefsrc);
+  if (attrs.prefsrc !== undefined) route.prefsrc = formatIpBytes(attrs.prefsrc);
   return route;
 }

@@ -6,11 +6,12 @@
  */
 import { constants } from 'node:os';
 import { InternalError } from '../../base/errors.js';
-import { AF_INET, AF_INET6, KernelError } from '../libc.js';
+import { ipValueToBytes, parseAddressWithPrefix, parseIpBytes } from '../../base/ip.js';
+import { parseMac } from '../../base/mac.js';
+import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { BridgeVlan, BridgeVlanOptions } from './bridge-vlan.js';
 import * as BridgeVlanOps from './bridge-vlan.js';
-import { type IpAddress, parseCidr, parseIp } from './ip-text.js';
 import {
   decodeLinkBody,
   encodeLinkBody,
@@ -18,7 +19,6 @@ import {
   type LinkAttributes,
   linkFromBody,
 } from './link-message.js';
-import { parseMac } from './mac-text.js';
 import * as NeighOps from './neigh-ops.js';
 import {
   decodeRouteBody,
@@ -416,11 +416,11 @@ export class Rtnetlink implements Disposable {
 }
 
 function addressBody(index: number, spec: AddressSpec, flags: number): Uint8Array {
-  const ip = parseIp(spec.address);
-  const attrs = ip.family === AF_INET ? { local: ip.bytes, address: ip.bytes } : { address: ip.bytes };
+  const ip = parseIpBytes(spec.address);
+  const attrs = ip.family === 4 ? { local: ip.bytes, address: ip.bytes } : { address: ip.bytes };
   return encodeAddrBody({
     ifa: {
-      family: ip.family,
+      family: inetFamily(ip.family),
       prefixlen: spec.prefixLength,
       flags: flags & 0xff,
       scope: R.RT_SCOPE_UNIVERSE,
@@ -430,12 +430,19 @@ function addressBody(index: number, spec: AddressSpec, flags: number): Uint8Arra
   });
 }
 
+/** A route destination `address/length`, host bits kept as `ip route` keeps them. */
+function routeDst(text: string): { af: number; bytes: Uint8Array; prefixLength: number } {
+  const p = parseAddressWithPrefix(text);
+  if (p === undefined) throw new InternalError(`invalid route destination "${text}"`);
+  return { af: inetFamily(p.family), bytes: new Uint8Array(ipValueToBytes(p)), prefixLength: p.length };
+}
+
 function routeBody(spec: RouteSpec, forDelete: boolean): Uint8Array {
-  const dst = spec.dst === undefined ? undefined : parseCidr(spec.dst);
-  const gateway = spec.gateway === undefined ? undefined : parseIp(spec.gateway);
-  const family = spec.family ?? dst?.family ?? gateway?.family ?? AF_INET;
-  for (const ip of [dst, gateway] as (IpAddress | undefined)[]) {
-    if (ip !== undefined && ip.family !== family) {
+  const dst = spec.dst === undefined ? undefined : routeDst(spec.dst);
+  const gateway = spec.gateway === undefined ? undefined : parseIpBytes(spec.gateway);
+  const family = spec.family ?? dst?.af ?? (gateway && inetFamily(gateway.family)) ?? AF_INET;
+  for (const af of [dst?.af, gateway && inetFamily(gateway.family)]) {
+    if (af !== undefined && af !== family) {
       throw new InternalError(`route ${spec.dst ?? 'default'} via ${spec.gateway}: mixed address families`);
     }
   }

@@ -2,6 +2,9 @@
  * IFLA_INFO_DATA of a vxlan link (IFLA_VXLAN_*): its codec, the attributes of
  * `ip link add ... type vxlan`, and the `VxlanInfo` view of a reported link.
  */
+
+import { formatIpBytes, parseIpBytes } from '../../base/ip.js';
+import { parseMac } from '../../base/mac.js';
 import {
   type AttrSchema,
   be16,
@@ -12,9 +15,7 @@ import {
   u8,
   u32,
 } from './attributes.js';
-import { formatIp, parseIp } from './ip-text.js';
 import type { LinkAttributes } from './link-message.js';
-import { parseMac } from './mac-text.js';
 import type { VxlanInfo, VxlanSpec } from './types.js';
 import * as V from './uapi/vxlan.js';
 
@@ -62,7 +63,7 @@ export function vxlanLinkAttributes(spec: VxlanSpec): LinkAttributes {
   const data: VxlanAttributes = { id: spec.vni, port: spec.port, learning: spec.learning ? 1 : 0 };
   if (spec.underlayIndex !== undefined) data.link = spec.underlayIndex;
   if (spec.local !== undefined) {
-    const local = parseIp(spec.local);
+    const local = parseIpBytes(spec.local);
     if (local.bytes.length === 4) data.local = local.bytes;
     else data.local6 = local.bytes;
   }
@@ -71,7 +72,7 @@ export function vxlanLinkAttributes(spec: VxlanSpec): LinkAttributes {
     mtu: spec.mtu,
     linkinfo: { kind: 'vxlan', data: encodeVxlanData(data) },
   };
-  if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
+  if (spec.mac !== undefined) attrs.address = Uint8Array.from(parseMac(spec.mac));
   return attrs;
 }
 
@@ -82,7 +83,7 @@ export function vxlanFromData(data: readonly RtAttr[]): VxlanInfo | undefined {
   const info: VxlanInfo = { vni: attrs.id, port: attrs.port, learning: attrs.learning !== 0 };
   // The kernel reports LOCAL/LOCAL6 only when set, LINK only when non-zero.
   const local = attrs.local ?? attrs.local6;
-  if (local !== undefined) info.local = formatIp(local);
+  if (local !== undefined) info.local = formatIpBytes(local);
   if (attrs.link !== undefined) info.underlayIndex = attrs.link;
   return info;
 }

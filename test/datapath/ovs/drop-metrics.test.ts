@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ipJson } from '../../../bed/exec.js';
+import { metricSample, scrapeMetrics } from '../../../bed/metrics.js';
+import { netnsPath } from '../../../bed/namespaces.js';
+import { resultIps, TestNode } from '../../../bed/node.js';
 import { ARPOP_REQUEST, encodeArpFrame } from '../../../src/arp/arp-frame.js';
-import { metricSample, scrapeMetrics } from '../../../src/bed/metrics.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
 import { PacketSocket } from '../../../src/kernel/packet-socket.js';
-import { ipJson } from '../../testbed/exec.js';
-import { netnsPath } from '../../testbed/namespaces.js';
-import { resultIps, TestNode } from '../../testbed/node.js';
 
 const PORT = 19106;
 const node = new TestNode({

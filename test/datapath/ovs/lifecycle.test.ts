@@ -7,12 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { run } from '../../../bed/exec.js';
+import { settledHostVeths } from '../../../bed/inspect.js';
+import { netnsPath } from '../../../bed/namespaces.js';
+import { ROOT, resultIps, TestNode } from '../../../bed/node.js';
 import { EthtoolSocket } from '../../../src/kernel/ethtool.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
-import { run } from '../../testbed/exec.js';
-import { settledHostVeths } from '../../testbed/inspect.js';
-import { netnsPath } from '../../testbed/namespaces.js';
-import { ROOT, resultIps, TestNode } from '../../testbed/node.js';
 import {
   allPodFlows,
   counterReaches,

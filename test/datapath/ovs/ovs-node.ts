@@ -1,8 +1,9 @@
 /** Reading a test node's OVS for assertions: flows by cookie, pod ports, the pod's flow counters. */
+
+import type { TestNode } from '../../../bed/node.js';
+import type { OvsInstance } from '../../../bed/ovs.js';
 import { type FlowEntry, flowKey, parseDump, parseFlow } from '../../../src/datapath/ovs/flow-text.js';
 import { cookieText, isPodCookie, podCookie, TABLE } from '../../../src/datapath/ovs/pipeline.js';
-import type { TestNode } from '../../testbed/node.js';
-import type { OvsInstance } from '../../testbed/ovs.js';
 
 interface AddOutcome {
   json?: Record<string, unknown> | undefined;

@@ -8,8 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { TestNode } from '../../../bed/node.js';
 import { runParallelRounds } from '../../agent/parallel-rounds.js';
-import { TestNode } from '../../testbed/node.js';
 import { allPodFlows, ovsPorts } from './ovs-node.js';
 
 const ROUNDS = Number(process.env.PODWIRE_OVS_ROUNDS ?? 5);

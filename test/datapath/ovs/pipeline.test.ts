@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { eui64LinkLocal } from '../../../src/base/mac.js';
 import { diffFlows, flowKey, parseDump, parseFlow } from '../../../src/datapath/ovs/flow-text.js';
 import {
   cookieText,
-  eui64LinkLocal,
   isPodCookie,
   PIPELINE_COOKIE,
   pipelineFlows,

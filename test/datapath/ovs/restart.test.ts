@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { must } from '../../../bed/exec.js';
+import { resultIps, TestNode } from '../../../bed/node.js';
 import { cookieText, podCookie } from '../../../src/datapath/ovs/pipeline.js';
-import { must } from '../../testbed/exec.js';
-import { resultIps, TestNode } from '../../testbed/node.js';
 import { flowAges, flowTable, hostVethOf, ovsPorts, podFlowsOf } from './ovs-node.js';
 
 interface Pod {

@@ -8,9 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { eui64LinkLocal } from '../../../src/datapath/ovs/pipeline.js';
-import { must } from '../../testbed/exec.js';
-import { resultIps, TestNode } from '../../testbed/node.js';
+import { must } from '../../../bed/exec.js';
+import { resultIps, TestNode } from '../../../bed/node.js';
+import { eui64LinkLocal } from '../../../src/base/mac.js';
 import { counterReaches, dropped, dumpFlows, podMacOf, TABLE } from './ovs-node.js';
 import { ScapySender, scapyAvailable } from './scapy-sender.js';
 import { capture } from './traffic.js';

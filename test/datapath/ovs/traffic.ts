@@ -1,7 +1,7 @@
 /** Traffic between namespaces for OVS tests: ping, a TCP exchange, captures. */
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { run } from '../../testbed/exec.js';
+import { run } from '../../../bed/exec.js';
 
 export const PYTHON = '/usr/bin/python3';
 
@@ -86,4 +86,4 @@ export async function tcpExchange(
   }
 }
 
-export { capture } from '../../../src/bed/tcpdump.js';
+export { capture } from '../../../bed/tcpdump.js';

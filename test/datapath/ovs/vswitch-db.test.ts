@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { must } from '../../../bed/exec.js';
+import { NamespaceSet } from '../../../bed/namespaces.js';
+import { OvsInstance } from '../../../bed/ovs.js';
 import { PodwireError } from '../../../src/base/errors.js';
 import { OvsdbClient } from '../../../src/datapath/ovs/ovsdb-client.js';
 import { VswitchDb } from '../../../src/datapath/ovs/vswitch-db.js';
-import { must } from '../../testbed/exec.js';
-import { NamespaceSet } from '../../testbed/namespaces.js';
-import { OvsInstance } from '../../testbed/ovs.js';
 
 const spaces = new NamespaceSet();
 let ovs: OvsInstance;

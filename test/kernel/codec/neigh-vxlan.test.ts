@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { formatIpBytes } from '../../../src/base/ip.js';
+import { formatMac } from '../../../src/base/mac.js';
 import { AF_INET } from '../../../src/kernel/libc.js';
 import { attrType, decodeAttributes, findAttr } from '../../../src/kernel/netlink/attributes.js';
 import { HOST_LITTLE_ENDIAN } from '../../../src/kernel/netlink/codec.js';
 import { NetlinkProtocolError } from '../../../src/kernel/netlink/errors.js';
-import { formatIp } from '../../../src/kernel/netlink/ip-text.js';
 import * as Link from '../../../src/kernel/netlink/link-message.js';
-import { formatMac } from '../../../src/kernel/netlink/mac-text.js';
 import * as Neigh from '../../../src/kernel/netlink/neigh-message.js';
 import * as L from '../../../src/kernel/netlink/uapi/if-link.js';
 import * as N from '../../../src/kernel/netlink/uapi/neighbour.js';
@@ -112,7 +112,7 @@ describe('struct ndmsg bodies (RTM_*NEIGH)', () => {
         const expected: Record<string, unknown> = {
           index: ndm.index,
           family: ndm.family,
-          address: formatIp(dst),
+          address: formatIpBytes(dst),
           state: ndm.state,
           flags: ndm.flags,
         };
@@ -201,7 +201,7 @@ describe('IFLA_INFO_DATA of a vxlan link', () => {
         [],
     );
     assert.equal(v6.local, undefined);
-    assert.equal(v6.local6 && formatIp(v6.local6), 'fd00::1');
+    assert.equal(v6.local6 && formatIpBytes(v6.local6), 'fd00::1');
   });
 
   test('a vxlan link body survives the RTM_NEWLINK codec, and Link.vxlan reads back the spec', () => {

@@ -1,7 +1,7 @@
 /** Running processes from tests: `ip`, `ping`, the relay. */
-import { run } from '../process/run.js';
+import { run } from '../src/process/run.js';
 
-export { type Run, run } from '../process/run.js';
+export { type Run, run } from '../src/process/run.js';
 
 /** Runs a command that must succeed; rejects with its stderr otherwise. */
 export async function must(cmd: string, args: string[]): Promise<string> {

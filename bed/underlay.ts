@@ -3,8 +3,8 @@
  * is the node's uplink (`eth0`, with an address on the underlay subnet). Everything lives in namespaces
  * the bed made; `cleanup` removes them, pass or fail (I7).
  */
-import { EthtoolSocket } from '../kernel/ethtool.js';
-import { inNetns, NetnsHandle } from '../kernel/netns.js';
+import { EthtoolSocket } from '../src/kernel/ethtool.js';
+import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
 import { must } from './exec.js';
 import { NamespaceSet, NETNS_DIR } from './namespaces.js';
 

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { PodwireError } from '../../../src/base/errors.js';
-import { AF_INET, AF_INET6 } from '../../../src/kernel/libc.js';
-import { formatCidr, formatIp, parseCidr, parseIp } from '../../../src/kernel/netlink/ip-text.js';
-import { formatMac, parseMac } from '../../../src/kernel/netlink/mac-text.js';
+import { PodwireError } from '../../src/base/errors.js';
+import { formatIpBytes, parseAddressWithPrefix, parseIpBytes } from '../../src/base/ip.js';
+import { eui64LinkLocal, formatMac, parseMac, randomLocalMac } from '../../src/base/mac.js';
 
 const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 });
 // Mostly zeros, so that runs of zero groups (the interesting case for compression) are common.
@@ -19,9 +18,9 @@ describe('IP address text', () => {
   test('format -> parse is the identity', () => {
     fc.assert(
       fc.property(fc.oneof(v4, v6), (b) => {
-        const ip = parseIp(formatIp(b));
-        assert.deepStrictEqual(ip.bytes, b);
-        assert.equal(ip.family, b.length === 4 ? AF_INET : AF_INET6);
+        const ip = parseIpBytes(formatIpBytes(b));
+        assert.deepStrictEqual(Uint8Array.from(ip.bytes), b);
+        assert.equal(ip.family, b.length === 4 ? 4 : 6);
       }),
       { numRuns: 200 },
     );
@@ -30,7 +29,7 @@ describe('IP address text', () => {
   test('IPv6 text matches the WHATWG URL serializer wherever inet_ntop does not print dotted IPv4', () => {
     fc.assert(
       fc.property(v6, (b) => {
-        const text = formatIp(b);
+        const text = formatIpBytes(b);
         if (text.includes('.')) return;
         assert.equal(new URL(`http://[${text}]/`).hostname, `[${text}]`);
         // And the serializer's own text for the same bytes is ours.
@@ -57,8 +56,9 @@ describe('IP address text', () => {
       ['0:0:0:0:0:0:a01:203', '::10.1.2.3'],
       ['2001:DB8::A', '2001:db8::a'],
     ];
-    for (const [input, expected] of cases) assert.equal(formatIp(parseIp(input).bytes), expected, input);
-    assert.equal(formatIp(Uint8Array.of(10, 0, 0, 1)), '10.0.0.1');
+    for (const [input, expected] of cases)
+      assert.equal(formatIpBytes(parseIpBytes(input).bytes), expected, input);
+    assert.equal(formatIpBytes(Uint8Array.of(10, 0, 0, 1)), '10.0.0.1');
   });
 
   test('invalid text is refused', () => {
@@ -76,20 +76,19 @@ describe('IP address text', () => {
       'g::1',
       '1:2:3:4:5:6:7:8::',
     ]) {
-      assert.throws(() => parseIp(bad), PodwireError, bad);
+      assert.throws(() => parseIpBytes(bad), PodwireError, bad);
     }
   });
 
   test('CIDR', () => {
-    assert.deepStrictEqual(parseCidr('10.1.0.5/24'), {
-      family: AF_INET,
-      bytes: Uint8Array.of(10, 1, 0, 5),
-      prefixLength: 24,
+    assert.deepStrictEqual(parseAddressWithPrefix('10.1.0.5/24'), {
+      family: 4,
+      value: 0x0a010005n,
+      length: 24,
     });
-    assert.equal(parseCidr('fd00::/64').prefixLength, 64);
-    assert.equal(formatCidr(Uint8Array.of(10, 1, 0, 0), 16), '10.1.0.0/16');
+    assert.equal(parseAddressWithPrefix('fd00::/64')?.length, 64);
     for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/a']) {
-      assert.throws(() => parseCidr(bad), PodwireError, bad);
+      assert.equal(parseAddressWithPrefix(bad), undefined, bad);
     }
   });
 });
@@ -100,13 +99,30 @@ describe('MAC address text', () => {
       fc.property(fc.uint8Array({ minLength: 6, maxLength: 6 }), (b) => {
         const text = formatMac(b);
         assert.equal(text, text.toLowerCase());
-        assert.deepStrictEqual(parseMac(text), b);
+        assert.deepStrictEqual(Uint8Array.from(parseMac(text)), b);
       }),
       { numRuns: 100 },
     );
-    assert.deepStrictEqual(parseMac('02:AB:00:00:00:01'), Uint8Array.of(2, 0xab, 0, 0, 0, 1));
+    assert.deepStrictEqual(
+      Uint8Array.from(parseMac('02:AB:00:00:00:01')),
+      Uint8Array.of(2, 0xab, 0, 0, 0, 1),
+    );
     for (const bad of ['', '02:00:00:00:00', '02:00:00:00:00:00:00', '0200.0000.0001', 'zz:00:00:00:00:00']) {
       assert.throws(() => parseMac(bad), PodwireError, bad);
     }
+  });
+});
+
+describe('derived MACs', () => {
+  test('random MACs are locally administered unicast', () => {
+    for (let i = 0; i < 50; i++) {
+      const first = parseMac(randomLocalMac())[0] ?? 0;
+      assert.equal(first & 0x03, 0x02);
+    }
+  });
+
+  test('EUI-64 link-local as the kernel derives it', () => {
+    assert.equal(eui64LinkLocal('0a:58:0a:f4:01:05'), 'fe80::858:aff:fef4:105');
+    assert.equal(eui64LinkLocal('02:00:00:00:00:01'), 'fe80::ff:fe00:1');
   });
 });

@@ -16,17 +16,17 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
-import { DEFAULT_CONFIG } from '../agent/config.js';
-import { AGENT_NODE_FLAGS, AGENT_THREADPOOL_SIZE } from '../agent/runtime.js';
+import { DEFAULT_CONFIG } from '../src/agent/config.js';
+import { AGENT_NODE_FLAGS, AGENT_THREADPOOL_SIZE } from '../src/agent/runtime.js';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
 import { OvsInstance } from './ovs.js';
 
-export const ROOT = resolve(import.meta.dirname, '../../..');
+export const ROOT = resolve(import.meta.dirname, '../..');
 export const RELAY = join(ROOT, 'bin/podwire-cni');
 const MAIN = join(ROOT, 'dist/src/cli/main.js');
 
-export { AGENT_NODE_FLAGS } from '../agent/runtime.js';
+export { AGENT_NODE_FLAGS } from '../src/agent/runtime.js';
 
 export interface NodeOptions {
   podCIDRs?: string[];
@@ -40,7 +40,7 @@ export interface NodeOptions {
   /** Node flags for the agent process; default AGENT_NODE_FLAGS (the bench adds --cpu-prof). */
   nodeFlags?: string[];
   /**
-   * `ovs`: the node gets a private Open vSwitch (test/testbed/ovs.ts, userspace datapath) and the
+   * `ovs`: the node gets a private Open vSwitch (bed/ovs.ts, userspace datapath) and the
    * agent runs `datapath: ovs` on bridge br-podwire unless `bridge` says otherwise.
    */
   datapath?: 'linux-bridge' | 'ovs';

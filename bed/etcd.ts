@@ -22,9 +22,9 @@ import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ConnectFn } from '../cluster/etcd-gateway.js';
-import { AF_INET, AF_INET6, socket } from '../kernel/libc.js';
-import { inNetns, NetnsHandle } from '../kernel/netns.js';
+import type { ConnectFn } from '../src/cluster/etcd-gateway.js';
+import { AF_INET, AF_INET6, socket } from '../src/kernel/libc.js';
+import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
 import { must, run } from './exec.js';
 import { NETNS_DIR, netnsPath, uniqueName } from './namespaces.js';
 

@@ -2,17 +2,17 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
-  canonicalAddress,
-  formatAddress,
+  canonicalIp,
+  formatIp,
   isPrefix,
+  normalizeIp,
   type Prefix,
-  parseAddress,
+  parseIp,
   parsePrefix,
   prefixContains,
   prefixesOverlap,
   subnets,
-} from '../../src/cluster/prefix.js';
-import { canonicalIp, parseIp } from '../../src/ipam/ip.js';
+} from '../../src/base/ip.js';
 
 const v4 = fc.bigInt({ min: 0n, max: (1n << 32n) - 1n });
 const v6 = fc.bigInt({ min: 0n, max: (1n << 128n) - 1n });
@@ -37,9 +37,9 @@ describe('cluster prefix arithmetic', () => {
           v6sparse.map((v) => [6, v] as const),
         ),
         ([family, value]) => {
-          const text = formatAddress(family, value);
+          const text = formatIp(family, value);
           assert.equal(text, canonicalIp(text));
-          assert.deepEqual(parseAddress(text), { family, value });
+          assert.deepEqual(parseIp(text), { family, value });
           assert.deepEqual(parseIp(text), { family, value });
         },
       ),
@@ -48,11 +48,11 @@ describe('cluster prefix arithmetic', () => {
   });
 
   test('addresses: other spellings are canonicalised; non-addresses refused', () => {
-    assert.equal(canonicalAddress('FD00:0:0::0A'), 'fd00::a');
-    assert.equal(canonicalAddress('::ffff:1.2.3.4'), '::ffff:102:304');
-    assert.equal(canonicalAddress('2001:db8:0:0:1:0:0:1'), '2001:db8::1:0:0:1');
+    assert.equal(normalizeIp('FD00:0:0::0A'), 'fd00::a');
+    assert.equal(normalizeIp('::ffff:1.2.3.4'), '::ffff:1.2.3.4'); // one canonical form: mixed notation
+    assert.equal(normalizeIp('2001:db8:0:0:1:0:0:1'), '2001:db8::1:0:0:1');
     for (const bad of ['', '1.2.3', '01.2.3.4', '1.2.3.256', 'fe80::1%eth0', '[::1]', 'x', '1::2::3']) {
-      assert.equal(canonicalAddress(bad), undefined, bad);
+      assert.equal(normalizeIp(bad), undefined, bad);
     }
   });
 
@@ -72,7 +72,7 @@ describe('cluster prefix arithmetic', () => {
         v4,
         (length, extra, value) => {
           const mask = Math.min(32, length + extra);
-          const outer = prefix(`${formatAddress(4, value & ~((1n << BigInt(32 - length)) - 1n))}/${length}`);
+          const outer = prefix(`${formatIp(4, value & ~((1n << BigInt(32 - length)) - 1n))}/${length}`);
           const all = [...subnets(outer, mask)];
           assert.equal(all.length, 2 ** (mask - length));
           for (const [i, s] of all.entries()) {

@@ -4,19 +4,19 @@
  * matrix and the ARP audit of the underlay. Everything is removed on exit or Ctrl-C, unless --keep.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { auditArp, type Identity } from '../arp/audit.js';
-import { captureArp } from '../arp/capture.js';
-import { type ClusterMember, TestCluster } from '../bed/cluster.js';
-import { ipJson } from '../bed/exec.js';
-import { netnsPath } from '../bed/namespaces.js';
-import { resultIps } from '../bed/node.js';
-import { pingFrom } from '../bed/traffic.js';
-import { UNDERLAY_BRIDGE } from '../bed/underlay.js';
-import { inNetns, NetnsHandle } from '../kernel/netns.js';
-import { CaptureSocket } from '../kernel/packet-socket.js';
-import type { CliArgs } from './args.js';
-import type { Command } from './commands.js';
-import { table } from './table.js';
+import { auditArp, type Identity } from '../src/arp/audit.js';
+import { captureArp } from '../src/arp/capture.js';
+import { type ClusterMember, TestCluster } from './cluster.js';
+import { ipJson } from './exec.js';
+import { netnsPath } from './namespaces.js';
+import { resultIps } from './node.js';
+import { pingFrom } from './traffic.js';
+import { UNDERLAY_BRIDGE } from './underlay.js';
+import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
+import { CaptureSocket } from '../src/kernel/packet-socket.js';
+import type { CliArgs } from '../src/cli/args.js';
+import type { Command } from '../src/cli/commands.js';
+import { table } from '../src/cli/table.js';
 
 interface DemoPod {
   node: string;

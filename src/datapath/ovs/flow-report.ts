@@ -1,0 +1,115 @@
+/**
+ * What the OVS datapath shows a person: its flows, table by table, each with its owner (the
+ * pipeline or a pod) and counters. The one entrance `podwire flows` has into the OVS datapath; it
+ * reads OVSDB and the bridge directly, so it works whether or not the agent is running.
+ */
+import type { FlowEntry } from './flow-text.js';
+import { Ofctl } from './ofctl.js';
+import { defaultOpenflowTarget } from './ovs-datapath.js';
+import { OvsdbClient } from './ovsdb-client.js';
+import { cookieText, isPodCookie, PIPELINE_COOKIE, podCookie, TABLE_NAMES } from './pipeline.js';
+import { type PodRecord, parsePodExternalIds, podMatches } from './port-record.js';
+import { VswitchDb } from './vswitch-db.js';
+
+export type { PodRecord } from './port-record.js';
+
+/** Where the switch is: the agent's `ovsdb` and `bridge` settings. */
+export interface SwitchTarget {
+  ovsdb: string;
+  bridge: string;
+}
+
+export interface FlowRow {
+  table: number;
+  tableName: string | undefined;
+  priority: number;
+  cookie: string;
+  /** Whether the cookie is a pod's. */
+  pod: boolean;
+  /** "pipeline", "pod NAMESPACE/NAME", or the cookie. */
+  owner: string;
+  match: string;
+  actions: string;
+  packets: number | undefined;
+  bytes: number | undefined;
+}
+
+export interface PodFlows {
+  port: string;
+  ofport: number | undefined;
+  record: PodRecord;
+  cookie: string;
+  flows: FlowRow[];
+}
+
+interface PodPort {
+  port: string;
+  ofport: number | undefined;
+  record: PodRecord;
+  cookie: bigint;
+}
+
+/** Every pod port recorded in OVSDB, with the cookie of its flows. */
+async function podPorts(target: SwitchTarget): Promise<PodPort[]> {
+  const client = await OvsdbClient.connect(target.ovsdb);
+  try {
+    const rows = await new VswitchDb(client, target.bridge).ports();
+    const out: PodPort[] = [];
+    for (const row of rows) {
+      const record = parsePodExternalIds(row.externalIds);
+      if (record) out.push({ port: row.name, ofport: row.ofport, record, cookie: podCookie(row.name) });
+    }
+    return out;
+  } finally {
+    await client.close();
+  }
+}
+
+function podLabel(r: PodRecord): string {
+  return r.pod ?? `${r.containerId.slice(0, 12)}/${r.ifname}`;
+}
+
+function rows(flows: FlowEntry[], owners: ReadonlyMap<bigint, string>): FlowRow[] {
+  return flows.map((f) => ({
+    table: f.table,
+    tableName: TABLE_NAMES.get(f.table),
+    priority: f.priority,
+    cookie: cookieText(f.cookie),
+    pod: isPodCookie(f.cookie),
+    owner: owners.get(f.cookie) ?? (f.cookie === PIPELINE_COOKIE ? 'pipeline' : cookieText(f.cookie)),
+    match: f.match.join(','),
+    actions: f.actions,
+    packets: f.packets,
+    bytes: f.bytes,
+  }));
+}
+
+function ofctlFor(target: SwitchTarget): Ofctl {
+  return new Ofctl({ target: defaultOpenflowTarget(target.ovsdb, target.bridge) });
+}
+
+/** Every flow on the bridge. */
+export async function bridgeFlows(target: SwitchTarget): Promise<FlowRow[]> {
+  const pods = await podPorts(target);
+  const owners = new Map(pods.map((p) => [p.cookie, `pod ${podLabel(p.record)}`]));
+  return rows(await ofctlFor(target).dumpFlows(), owners);
+}
+
+/** The flows of each pod port matching `query` (NAMESPACE/NAME or a container ID); none: empty. */
+export async function podFlows(target: SwitchTarget, query: string): Promise<PodFlows[]> {
+  const pods = await podPorts(target);
+  const owners = new Map(pods.map((p) => [p.cookie, `pod ${podLabel(p.record)}`]));
+  const ofctl = ofctlFor(target);
+  const out: PodFlows[] = [];
+  for (const p of pods.filter((x) => podMatches(x.record, query))) {
+    const flows = await ofctl.dumpFlows(`cookie=${cookieText(p.cookie)}/-1`);
+    out.push({
+      port: p.port,
+      ofport: p.ofport,
+      record: p.record,
+      cookie: cookieText(p.cookie),
+      flows: rows(flows, owners),
+    });
+  }
+  return out;
+}
