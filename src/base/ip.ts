@@ -265,6 +265,13 @@ export function isPrefix(p: Prefix | { error: string }): p is Prefix {
   return !('error' in p);
 }
 
+/** Like `parsePrefix`, but throws InvalidConfigError naming `what`, the value and the reason. */
+export function parsePrefixOrThrow(text: string, what = 'CIDR'): Prefix {
+  const p = parsePrefix(text);
+  if (!isPrefix(p)) throw new InvalidConfigError(`invalid ${what} ${JSON.stringify(text)}: ${p.error}`);
+  return p;
+}
+
 /** The number of addresses in the prefix. */
 export function prefixSize(p: Prefix): bigint {
   return 1n << BigInt(addressBits(p.family) - p.length);

@@ -10,10 +10,8 @@
  * A range is accepted only if it has at least one assignable address (see `parseCidr`).
  */
 
-import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { addressBits, formatIp, type IpFamily, parseIp } from '../base/ip.js';
-
-const PREFIX_LENGTH = /^(0|[1-9][0-9]{0,2})$/;
+import { InvalidConfigError } from '../base/errors.js';
+import { addressBits, formatIp, type IpFamily, parseIp, parsePrefixOrThrow } from '../base/ip.js';
 
 export class Cidr {
   readonly family: IpFamily;
@@ -95,35 +93,18 @@ export class Cidr {
   }
 }
 
-function invalid(what: string, text: string, why: string): PodwireError {
-  return new InvalidConfigError(`invalid ${what} ${JSON.stringify(text)}: ${why}`);
-}
-
 /**
  * Parses "10.244.1.0/24" or "fd00:10:244:1::/64". Throws ERR_INVALID_CONFIG naming `what` and the
  * value for bad syntax, host bits set, or a prefix that leaves no assignable address once network,
  * gateway and (IPv4) broadcast are taken out: /31 and /32 for IPv4, /127 and /128 for IPv6.
  */
 export function parseCidr(text: string, what = 'CIDR'): Cidr {
-  if (typeof text !== 'string') throw invalid(what, String(text), 'not a string');
-  const slash = text.indexOf('/');
-  if (slash < 0) throw invalid(what, text, 'missing "/prefix-length"');
-  const ip = parseIp(text.slice(0, slash));
-  if (ip === undefined) throw invalid(what, text, 'not an IPv4 or IPv6 address');
-  const prefixText = text.slice(slash + 1);
-  const bits = addressBits(ip.family);
-  if (!PREFIX_LENGTH.test(prefixText) || Number(prefixText) > bits) {
-    throw invalid(what, text, `prefix length must be an integer from 0 to ${bits}`);
-  }
-  const prefixLength = Number(prefixText);
-  const hostMask = (1n << BigInt(bits - prefixLength)) - 1n;
-  if ((ip.value & hostMask) !== 0n) {
-    const network = formatIp(ip.family, ip.value & ~hostMask);
-    throw invalid(what, text, `host bits are set (did you mean ${network}/${prefixLength}?)`);
-  }
-  const cidr = new Cidr(ip.family, ip.value, prefixLength);
+  const p = parsePrefixOrThrow(text, what);
+  const cidr = new Cidr(p.family, p.network, p.length);
   if (cidr.assignableCount < 1n) {
-    throw invalid(what, text, 'too small: no address left after network, gateway and broadcast');
+    throw new InvalidConfigError(
+      `invalid ${what} ${JSON.stringify(text)}: too small: no address left after network, gateway and broadcast`,
+    );
   }
   return cidr;
 }

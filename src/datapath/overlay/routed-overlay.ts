@@ -3,10 +3,10 @@
  * on one L2 segment. A pod CIDR of another family than the underlay cannot be routed this way; such
  * CIDRs are reported as skipped.
  */
-import { parseCidr } from '../../ipam/cidr.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
 import { convergeRoutes, type PeerRoute } from './peer-routes.js';
+import { parsePrefixOrThrow } from '../../base/ip.js';
 
 export interface RoutedOverlayOptions {
   nl: Rtnetlink;
@@ -33,7 +33,7 @@ export class RoutedOverlay implements Overlay {
     for (const p of peers) {
       const v6Underlay = p.underlayIP.includes(':');
       for (const cidr of p.podCIDRs) {
-        const c = parseCidr(cidr);
+        const c = parsePrefixOrThrow(cidr);
         if ((c.family === 6) !== v6Underlay) {
           status.skipped.push({
             name: p.name,

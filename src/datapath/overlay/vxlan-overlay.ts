@@ -8,9 +8,8 @@
  */
 import { createHash } from 'node:crypto';
 import { DatapathError } from '../../base/errors.js';
-import { formatIp } from '../../base/ip.js';
+import { formatIp, parsePrefixOrThrow } from '../../base/ip.js';
 import { localUnicastMac } from '../../base/mac.js';
-import { parseCidr } from '../../ipam/cidr.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
 import { convergeRoutes, type PeerRoute } from './peer-routes.js';
@@ -32,7 +31,7 @@ export interface VxlanOverlayOptions {
 
 /** The network address of a CIDR, as text. */
 function networkOf(cidr: string): string {
-  const c = parseCidr(cidr);
+  const c = parsePrefixOrThrow(cidr);
   return formatIp(c.family, c.network);
 }
 
@@ -112,7 +111,7 @@ export class VxlanOverlay implements Overlay {
       // Every node derives its VTEP MAC from its name, so a peer's is known even when no record says it.
       const mac = p.vtepMac ?? vtepMacFor(p.name);
       for (const cidr of p.podCIDRs) {
-        const c = parseCidr(cidr);
+        const c = parsePrefixOrThrow(cidr);
         const net = formatIp(c.family, c.network);
         routes.push({ dst: c.text, gateway: net, onlink: true });
         neighs.set(net, mac);
