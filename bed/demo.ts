@@ -6,17 +6,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { auditArp, type Identity } from '../src/arp/audit.js';
 import { captureArp } from '../src/arp/capture.js';
+import type { CliArgs } from '../src/cli/args.js';
+import type { Command } from '../src/cli/commands.js';
+import { table } from '../src/cli/table.js';
+import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
+import { CaptureSocket } from '../src/kernel/packet-socket.js';
 import { type ClusterMember, TestCluster } from './cluster.js';
 import { ipJson } from './exec.js';
 import { netnsPath } from './namespaces.js';
 import { resultIps } from './node.js';
 import { pingFrom } from './traffic.js';
 import { UNDERLAY_BRIDGE } from './underlay.js';
-import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
-import { CaptureSocket } from '../src/kernel/packet-socket.js';
-import type { CliArgs } from '../src/cli/args.js';
-import type { Command } from '../src/cli/commands.js';
-import { table } from '../src/cli/table.js';
 
 interface DemoPod {
   node: string;

@@ -1,37 +1,33 @@
 /**
- * The node agent's lifecycle. `Agent.start` opens its resources in order and, if any step fails,
- * closes the ones already open before rethrowing; `stop` drains, `destroy` stops at once. Both are
+ * The node agent's lifecycle. `Agent.start` opens its resources in order, each step pushing its undo
+ * on one `UndoStack`; if a step fails, the ones already open are closed before rethrowing; `stop` drains, `destroy` stops at once. Both are
  * idempotent.
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
-import { InternalError } from '../base/errors.js';
-import { formatIp } from '../base/ip.js';
-import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
-import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
-import { UplinkBridging } from './bridging.js';
-import { startCluster } from './cluster-start.js';
-import { CniDispatcher } from './cni-dispatch.js';
-import { CniServer } from './cni-server.js';
+import { CniDispatcher } from './cni/cni-dispatch.js';
+import { CniServer } from './cni/cni-server.js';
+import { PodIpam } from './cni/pod-ipam.js';
+import { reconcile } from './cni/reconcile.js';
+import { Scheduler } from './cni/scheduler.js';
 import type { AgentConfig } from './config.js';
 import type { AgentContext } from './context.js';
-import { controlMethods } from './control-methods.js';
-import { ControlServer, controlSocketPath } from './control-server.js';
-import { createDatapath, gatewayInterface } from './datapath-select.js';
-import { IDLE_RELEASE_QUIET_MS, IdleRelease, v8Gc } from './idle-release.js';
 import type { Logger } from './log.js';
-import { CniMetrics } from './metrics.js';
-import { agentGauges } from './metrics-gauges.js';
-import { MetricsServer } from './metrics-server.js';
-import { PodIpam } from './pod-ipam.js';
-import { startPools } from './pool-start.js';
-import { reconcile } from './reconcile.js';
-import { Scheduler } from './scheduler.js';
+import { controlMethods } from './ops/control-methods.js';
+import { ControlServer, controlSocketPath } from './ops/control-server.js';
+import { IDLE_RELEASE_QUIET_MS, IdleRelease, v8Gc } from './ops/idle-release.js';
+import { CniMetrics } from './ops/metrics.js';
+import { agentGauges } from './ops/metrics-gauges.js';
+import { MetricsServer } from './ops/metrics-server.js';
+import { openCluster, startMembership } from './startup/cluster-start.js';
+import { startNodeSide } from './startup/node-side.js';
+import { startPools } from './startup/pool-start.js';
+import { UndoStack } from './undo-stack.js';
 
 /**
  * Link deletions in flight at once, each on its own netlink socket and worker thread: the kernel
@@ -42,93 +38,57 @@ export const ASYNC_NETLINK_SOCKETS = 32;
 /** Three gratuitous ARPs, 50 ms apart (the issue's contract; arping -U sends the same). */
 export const ANNOUNCE = { rounds: 3, intervalMs: 50 } as const;
 
-export function gatewaysOf(podCIDRs: string[]): GatewayAddress[] {
-  return podCIDRs.map((text) => {
-    const c = parseCidr(text);
-    return { family: c.family, address: formatIp(c.family, c.gateway), prefixLength: c.prefixLength };
-  });
-}
-
 export class Agent {
   readonly ctx: AgentContext;
   readonly scheduler: Scheduler;
   readonly #server: CniServer;
-  readonly #closers: Array<() => unknown>;
+  readonly #undo: UndoStack;
   #stopped = false;
 
-  private constructor(
-    ctx: AgentContext,
-    scheduler: Scheduler,
-    server: CniServer,
-    closers: Array<() => unknown>,
-  ) {
+  private constructor(ctx: AgentContext, scheduler: Scheduler, server: CniServer, undo: UndoStack) {
     this.ctx = ctx;
     this.scheduler = scheduler;
     this.#server = server;
-    this.#closers = closers;
+    this.#undo = undo;
   }
 
+  /**
+   * Starts the agent's parts in order, each pushing its undo: if a step fails, what is already open
+   * is closed in reverse order before the error is rethrown; `stop` unwinds the same stack.
+   */
   static async start(given: AgentConfig, log: Logger): Promise<Agent> {
-    /** Undo steps for what is open so far, run in reverse order on failure or stop. */
-    const closers: Array<() => unknown> = [];
+    const undo = new UndoStack();
     try {
       const home = NetnsHandle.current();
-      closers.push(() => home.close());
+      undo.push('home netns handle', () => home.close());
       const nl = Rtnetlink.open({ asyncSockets: ASYNC_NETLINK_SOCKETS });
-      closers.push(() => nl.close());
-      // The datapath (and, in bridging mode, the uplink moved into it) comes up once the pod CIDRs and
-      // MTU are known: in cluster mode after the lease, before the overlay, which sends through it.
-      let datapath: Datapath | undefined;
-      const nodeSide = async (podCIDRs: string[], mtu: number): Promise<number | undefined> => {
-        const dp = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs), log);
-        await dp.start();
-        closers.push(() => dp.stop());
-        datapath = dp;
-        if (!given.bridging) {
-          await UplinkBridging.restoreLeftover({
-            nl,
-            target: gatewayInterface(given),
-            datapath: dp,
-            stateDir: given.stateDir,
-            log,
-          });
-          return undefined;
-        }
-        const { bridging, index } = await UplinkBridging.attach({
-          nl,
-          settings: given.bridging,
-          target: gatewayInterface(given),
-          datapath: dp,
-          stateDir: given.stateDir,
-          log,
-        });
-        closers.push(() => bridging.restore());
-        return index;
-      };
+      undo.push('netlink', () => nl.close());
       // In cluster mode the pod CIDRs come from the store and the MTU pays for encapsulation.
-      const cluster = await startCluster(given, nl, log, closers, nodeSide);
-      const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
-      if (!datapath) await nodeSide(config.podCIDRs, config.mtu);
-      if (!datapath) throw new InternalError('datapath not started');
+      const opened = await openCluster(given, nl, log, undo);
+      const config: AgentConfig = { ...given, podCIDRs: opened.podCIDRs, mtu: opened.mtu };
+      // The datapath (and in bridging mode the uplink moved into it) before the overlay, which sends
+      // through it.
+      const { datapath, underlayIndex } = await startNodeSide(config, nl, log, undo);
+      const cluster = await startMembership(config, opened, nl, underlayIndex, log, undo);
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
-      closers.push(() => store.close());
+      undo.push('IPAM store', () => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
       const pools = await startPools(
         cluster.pools,
         config.cluster?.nodeName ?? '',
         config.stateDir,
         log,
-        closers,
+        undo,
       );
       const ipam = new PodIpam(nodeIpam, pools);
       const announcer = new Announcer(ANNOUNCE, (key, err) =>
         log.warn('announcement round failed', { attachment: key, err: String(err) }),
       );
-      closers.push(() => announcer.cancelAll());
+      undo.push('announcer', () => announcer.cancelAll());
       const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log, cluster: cluster.node };
       await reconcile(ctx);
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
-      closers.push(() => release.close());
+      undo.push('idle release', () => release.close());
       const scheduler = new Scheduler(config.maxParallel, release);
       const metrics = new CniMetrics();
       const dispatcher = new CniDispatcher(ctx, scheduler, metrics);
@@ -139,7 +99,7 @@ export class Agent {
           log,
         );
         await server.listen(config.metricsAddress);
-        closers.push(() => server.close());
+        undo.push('metrics server', () => server.close());
       }
       const control = new ControlServer(
         controlSocketPath(config.socket),
@@ -147,7 +107,7 @@ export class Agent {
         log,
       );
       await control.listen();
-      closers.push(() => control.close());
+      undo.push('control socket', () => control.close());
       const server = new CniServer(config.socket, (req) => dispatcher.handle(req.env, req.stdin), log);
       await server.listen();
       log.info('agent started', {
@@ -155,9 +115,9 @@ export class Agent {
         datapath: datapath.kind,
         podCIDRs: config.podCIDRs,
       });
-      return new Agent(ctx, scheduler, server, closers);
+      return new Agent(ctx, scheduler, server, undo);
     } catch (err) {
-      await runClosers(closers, log);
+      await undo.unwind(log);
       throw err;
     }
   }
@@ -169,7 +129,7 @@ export class Agent {
     await this.#server.close();
     // DELs answer before their veth is deleted; let those deletions finish before the sockets close.
     await this.scheduler.idle();
-    await runClosers(this.#closers, this.ctx.log);
+    await this.#undo.unwind(this.ctx.log);
     this.ctx.log.info('agent stopped');
   }
 
@@ -178,17 +138,6 @@ export class Agent {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#server.destroy();
-    await runClosers(this.#closers, this.ctx.log);
-  }
-}
-
-async function runClosers(closers: Array<() => unknown>, log: Logger): Promise<void> {
-  while (closers.length > 0) {
-    const close = closers.pop();
-    try {
-      await close?.();
-    } catch (err) {
-      log.error('close failed', { err: String(err) });
-    }
+    await this.#undo.unwind(this.ctx.log);
   }
 }

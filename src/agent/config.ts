@@ -7,8 +7,8 @@ import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { parseCidr } from '../ipam/cidr.js';
-import type { BridgingSettings } from './bridging.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
+import type { BridgingSettings } from './startup/bridging.js';
 
 export interface AgentConfig {
   /** One or two pod CIDRs, at most one per family; the first address of each is the gateway. */

@@ -3,10 +3,10 @@ import type { Announcer } from '../arp/announcer.js';
 import type { Datapath } from '../datapath/datapath.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { NetnsHandle } from '../kernel/netns.js';
-import type { ClusterNode } from './cluster-node.js';
+import type { PodIpam } from './cni/pod-ipam.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
-import type { PodIpam } from './pod-ipam.js';
+import type { ClusterNode } from './startup/cluster-node.js';
 
 export interface AgentContext {
   config: AgentConfig;

@@ -1,8 +1,8 @@
 /** `podwire agent --config FILE`: runs the node agent in the foreground until SIGTERM or SIGINT. */
 import { Agent } from '../agent/agent.js';
 import { loadAgentConfig } from '../agent/config.js';
-import { v8Gc } from '../agent/idle-release.js';
 import { jsonLogger } from '../agent/log.js';
+import { v8Gc } from '../agent/ops/idle-release.js';
 import { idleGcWarning, threadpoolWarning } from '../agent/runtime.js';
 import { PodwireError } from '../base/errors.js';
 import type { CliArgs } from './args.js';

@@ -5,7 +5,7 @@
  * Exit status 1 when it found any: scripts and tests can gate on it.
  */
 
-import type { NodeIdentities } from '../agent/identities.js';
+import type { NodeIdentities } from '../agent/ops/identities.js';
 import type { Identity } from '../arp/audit.js';
 import { auditArp } from '../arp/audit.js';
 import { captureArp } from '../arp/capture.js';

@@ -1,5 +1,5 @@
 /** The CLI commands that ask the running agent: status, pods, ipam, gc. */
-import type { PodRow } from '../agent/control-methods.js';
+import type { PodRow } from '../agent/ops/control-methods.js';
 import type { CliArgs } from './args.js';
 import { callAgent, resolveControlSocket } from './control-client.js';
 import { age, table } from './table.js';

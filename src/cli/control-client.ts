@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { DEFAULT_CONFIG, loadAgentConfig } from '../agent/config.js';
-import { controlSocketPath } from '../agent/control-server.js';
+import { controlSocketPath } from '../agent/ops/control-server.js';
 import { DecodeError, InternalError, IoError, TryAgainError } from '../base/errors.js';
 import type { CliArgs } from './args.js';
 

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { run } from '../../bed/exec.js';
 import { hostVeths, settledHostVeths } from '../../bed/inspect.js';
 import { ROOT, resultIps, TestNode } from '../../bed/node.js';
-import { controlSocketPath } from '../../src/agent/control-server.js';
+import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import { callAgent } from '../../src/cli/control-client.js';
 
 const node = new TestNode({ podCIDRs: ['10.244.19.0/24'] });

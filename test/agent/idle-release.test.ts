@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestNode } from '../../bed/node.js';
-import { IDLE_RELEASE_QUIET_MS, IdleRelease } from '../../src/agent/idle-release.js';
+import { Scheduler } from '../../src/agent/cni/scheduler.js';
 import { silentLogger } from '../../src/agent/log.js';
-import { Scheduler } from '../../src/agent/scheduler.js';
+import { IDLE_RELEASE_QUIET_MS, IdleRelease } from '../../src/agent/ops/idle-release.js';
 import { mallocTrim } from '../../src/kernel/libc.js';
 
 const QUIET = 40;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Scheduler } from '../../src/agent/scheduler.js';
+import { Scheduler } from '../../src/agent/cni/scheduler.js';
 
 test('calls on one key never overlap and run in arrival order', async () => {
   const s = new Scheduler(8);

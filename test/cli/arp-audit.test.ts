@@ -13,7 +13,7 @@ import { ipJson, must, type Run, run } from '../../bed/exec.js';
 import { netnsPath } from '../../bed/namespaces.js';
 import { ROOT } from '../../bed/node.js';
 import { UNDERLAY_BRIDGE } from '../../bed/underlay.js';
-import { controlSocketPath } from '../../src/agent/control-server.js';
+import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import { gratuitousArp } from '../../src/arp/arp-frame.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';

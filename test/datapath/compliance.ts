@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ipJson, must, run } from '../../bed/exec.js';
 import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
-import { configurePodInterface } from '../../src/agent/pod-interface.js';
+import { configurePodInterface } from '../../src/agent/cni/pod-interface.js';
 import { decodeArpFrame, encodeArpFrame, gratuitousArp } from '../../src/arp/arp-frame.js';
 import { ETH_P_ARP } from '../../src/arp/ethernet.js';
 import { PodwireError } from '../../src/base/errors.js';

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { must, run } from '../../bed/exec.js';
 import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
-import { configurePodInterface } from '../../src/agent/pod-interface.js';
+import { configurePodInterface } from '../../src/agent/cni/pod-interface.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';

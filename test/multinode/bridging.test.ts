@@ -22,8 +22,8 @@ import { ovsAvailable } from '../../bed/ovs.js';
 import { pingFrom } from '../../bed/traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from '../../bed/underlay.js';
 import { VlanRouter } from '../../bed/vlan-router.js';
-import { controlSocketPath } from '../../src/agent/control-server.js';
-import { hostVethName } from '../../src/agent/host-veth.js';
+import { hostVethName } from '../../src/agent/cni/host-veth.js';
+import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 

@@ -3,10 +3,11 @@
  * on one L2 segment. A pod CIDR of another family than the underlay cannot be routed this way; such
  * CIDRs are reported as skipped.
  */
+
+import { parsePrefixOrThrow } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
 import { convergeRoutes, type PeerRoute } from './peer-routes.js';
-import { parsePrefixOrThrow } from '../../base/ip.js';
 
 export interface RoutedOverlayOptions {
   nl: Rtnetlink;

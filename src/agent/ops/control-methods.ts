@@ -1,12 +1,13 @@
 /** What the control socket answers: the agent's state as the CLI shows it. */
-import type { AgentContext } from './context.js';
+
+import { hostVethName } from '../cni/host-veth.js';
+import { podMac } from '../cni/pod-mac.js';
+import { reconcile } from '../cni/reconcile.js';
+import type { Scheduler } from '../cni/scheduler.js';
+import type { AgentContext } from '../context.js';
 import type { ControlMethod } from './control-server.js';
-import { hostVethName } from './host-veth.js';
 import { nodeIdentities } from './identities.js';
 import { openDescriptors } from './open-fds.js';
-import { podMac } from './pod-mac.js';
-import { reconcile } from './reconcile.js';
-import type { Scheduler } from './scheduler.js';
 
 export interface PodRow {
   pod: string | undefined;

@@ -1,8 +1,9 @@
 /** The agent's state as Prometheus samples, read at each scrape. */
-import type { AgentContext } from './context.js';
+
+import type { Scheduler } from '../cni/scheduler.js';
+import type { AgentContext } from '../context.js';
 import type { Sampled } from './metrics.js';
 import { openDescriptors } from './open-fds.js';
-import type { Scheduler } from './scheduler.js';
 
 export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] {
   return [

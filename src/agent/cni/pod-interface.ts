@@ -3,10 +3,10 @@
  * namespace (so no namespace switch happens here).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DatapathError, InternalError } from '../base/errors.js';
-import type { Allocation } from '../ipam/allocator.js';
-import { AF_INET, AF_INET6 } from '../kernel/libc.js';
-import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
+import { DatapathError, InternalError } from '../../base/errors.js';
+import type { Allocation } from '../../ipam/allocator.js';
+import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
+import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 
 export interface PodInterface {
   index: number;

@@ -5,12 +5,12 @@
  */
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { DecodeError } from '../base/errors.js';
-import { toCniErrorObject } from '../cni/errors.js';
-import { LATEST_VERSION } from '../cni/versions.js';
+import { DecodeError } from '../../base/errors.js';
+import { toCniErrorObject } from '../../cni/errors.js';
+import { LATEST_VERSION } from '../../cni/versions.js';
+import type { Logger } from '../log.js';
+import { listenUnix } from '../unix-listen.js';
 import type { CniAnswer } from './cni-dispatch.js';
-import type { Logger } from './log.js';
-import { listenUnix } from './unix-listen.js';
 
 /**
  * A request larger than this is refused: a network configuration is a few KiB. The relay caps stdin

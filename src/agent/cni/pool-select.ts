@@ -7,12 +7,12 @@
  *   inside the node's CIDR, and podwire does not hand out node-CIDR addresses by request.
  */
 
-import { isDnsLabel } from '../base/dns-label.js';
-import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { parseIp } from '../base/ip.js';
-import type { NetConf } from '../cni/types.js';
-import type { PoolRequest } from '../ipam/pool-allocator.js';
-import type { AgentConfig } from './config.js';
+import { isDnsLabel } from '../../base/dns-label.js';
+import { InvalidConfigError, type PodwireError } from '../../base/errors.js';
+import { parseIp } from '../../base/ip.js';
+import type { NetConf } from '../../cni/types.js';
+import type { PoolRequest } from '../../ipam/pool-allocator.js';
+import type { AgentConfig } from '../config.js';
 
 function bad(field: string, why: string): PodwireError {
   return new InvalidConfigError(`${field}: ${why}`);

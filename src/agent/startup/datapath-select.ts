@@ -1,12 +1,12 @@
 /** Builds the datapath the agent configuration names (`datapath: linux-bridge | ovs`). */
-import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
-import { BridgeDatapath } from '../datapath/linux-bridge/bridge-datapath.js';
-import { OvsDatapath } from '../datapath/ovs/ovs-datapath.js';
-import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import { nftIn } from '../kernel/nft.js';
-import { writeSysctl } from '../kernel/sysctl.js';
-import type { AgentConfig } from './config.js';
-import type { Logger } from './log.js';
+import type { Datapath, GatewayAddress } from '../../datapath/datapath.js';
+import { BridgeDatapath } from '../../datapath/linux-bridge/bridge-datapath.js';
+import { OvsDatapath } from '../../datapath/ovs/ovs-datapath.js';
+import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { nftIn } from '../../kernel/nft.js';
+import { writeSysctl } from '../../kernel/sysctl.js';
+import type { AgentConfig } from '../config.js';
+import type { Logger } from '../log.js';
 
 /** `nl` is the agent's node-namespace netlink socket; the datapath borrows it, the agent closes it. */
 export function createDatapath(

@@ -6,11 +6,11 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidConfigError } from '../base/errors.js';
-import { registerNode } from '../cluster/register.js';
-import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../cluster/store.js';
-import type { Overlay, OverlayStatus } from '../datapath/overlay/overlay.js';
-import type { Logger } from './log.js';
+import { InvalidConfigError } from '../../base/errors.js';
+import { registerNode } from '../../cluster/register.js';
+import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../../cluster/store.js';
+import type { Overlay, OverlayStatus } from '../../datapath/overlay/overlay.js';
+import type { Logger } from '../log.js';
 
 export interface ClusterNodeOptions {
   store: ClusterStore;

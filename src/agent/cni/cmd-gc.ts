@@ -2,11 +2,11 @@
  * CNI GC (1.1.0): removes every attachment that is not in `cni.dev/valid-attachments`: its host veth
  * and its addresses. Also removes podwire host veths that no allocation explains.
  */
-import type { Attachment } from '../cni/types.js';
+import type { Attachment } from '../../cni/types.js';
+import type { AgentContext } from '../context.js';
+import type { Logger } from '../log.js';
 import { cmdDel } from './cmd-del.js';
-import type { AgentContext } from './context.js';
 import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
-import type { Logger } from './log.js';
 import type { ReconcileGuard } from './reconcile.js';
 
 export interface GcReport {

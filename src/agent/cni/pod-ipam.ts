@@ -4,10 +4,10 @@
  * pod from the node's CIDRs. Release, lookup and list cover both, so DEL, GC and reconcile need not
  * know where an address came from.
  */
-import { InvalidConfigError } from '../base/errors.js';
-import type { Allocation, NodeLocalAllocator, OwnedAllocation, RangeUsage } from '../ipam/allocator.js';
-import type { PoolAllocator, PoolRequest } from '../ipam/pool-allocator.js';
-import type { AttachmentKey } from '../ipam/store.js';
+import { InvalidConfigError } from '../../base/errors.js';
+import type { Allocation, NodeLocalAllocator, OwnedAllocation, RangeUsage } from '../../ipam/allocator.js';
+import type { PoolAllocator, PoolRequest } from '../../ipam/pool-allocator.js';
+import type { AttachmentKey } from '../../ipam/store.js';
 
 export interface AllocateRequest {
   pod?: string;

@@ -9,8 +9,9 @@
  * collection). A full collection when the agent falls quiet frees both; malloc_trim(0) then returns
  * to the kernel the pages glibc keeps free in its arenas.
  */
-import type { Logger } from './log.js';
-import type { SchedulerHooks } from './scheduler.js';
+
+import type { SchedulerHooks } from '../cni/scheduler.js';
+import type { Logger } from '../log.js';
 
 /**
  * Long enough that the calls of one rollout (tens to hundreds of ms apart) do not trigger a release

@@ -4,8 +4,8 @@
  * unreachable (routes to peers are frozen as they were: pods of nodes that join meanwhile are not
  * reachable). ADD itself keeps working through a store outage on a node whose CIDR is known.
  */
-import { LimitedConnectivityError, NotAvailableError } from '../base/errors.js';
-import type { AgentContext } from './context.js';
+import { LimitedConnectivityError, NotAvailableError } from '../../base/errors.js';
+import type { AgentContext } from '../context.js';
 
 export function cmdStatus(ctx: AgentContext): void {
   const dp = ctx.datapath.status();

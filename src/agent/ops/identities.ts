@@ -4,11 +4,11 @@
  * audit (`podwire arp audit`) judges captured ARP/ND against this.
  */
 
-import { formatIp } from '../base/ip.js';
-import { parseCidr } from '../ipam/cidr.js';
-import type { AgentContext } from './context.js';
-import { gatewayInterface } from './datapath-select.js';
-import { podMac } from './pod-mac.js';
+import { formatIp } from '../../base/ip.js';
+import { parseCidr } from '../../ipam/cidr.js';
+import { podMac } from '../cni/pod-mac.js';
+import type { AgentContext } from '../context.js';
+import { gatewayInterface } from '../startup/datapath-select.js';
 
 export interface IdentityEntry {
   ip: string;

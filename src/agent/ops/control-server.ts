@@ -7,9 +7,9 @@
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { DecodeError, InvalidConfigError, PodwireError } from '../base/errors.js';
-import type { Logger } from './log.js';
-import { listenUnix } from './unix-listen.js';
+import { DecodeError, InvalidConfigError, PodwireError } from '../../base/errors.js';
+import type { Logger } from '../log.js';
+import { listenUnix } from '../unix-listen.js';
 
 export type ControlMethod = (params: Record<string, unknown>) => Promise<unknown>;
 

@@ -2,21 +2,21 @@
  * CNI ADD, in the order it happens (DESIGN.md, "A CNI ADD, end to end"). Each step that changes
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
-import { InterfaceExistsError } from '../base/errors.js';
-import type { Attachment, CniResult } from '../cni/types.js';
-import type { Allocation } from '../ipam/allocator.js';
-import type { PoolRequest } from '../ipam/pool-allocator.js';
-import { EthtoolSocket } from '../kernel/ethtool.js';
-import { KernelError } from '../kernel/libc.js';
-import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import { inNetns, openPodNetns } from '../kernel/netns.js';
-import { ifaceSysctl, writeSysctl } from '../kernel/sysctl.js';
-import type { AgentContext } from './context.js';
+import { InterfaceExistsError } from '../../base/errors.js';
+import type { Attachment, CniResult } from '../../cni/types.js';
+import type { Allocation } from '../../ipam/allocator.js';
+import type { PoolRequest } from '../../ipam/pool-allocator.js';
+import { EthtoolSocket } from '../../kernel/ethtool.js';
+import { KernelError } from '../../kernel/libc.js';
+import { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { inNetns, openPodNetns } from '../../kernel/netns.js';
+import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
+import type { AgentContext } from '../context.js';
+import type { Logger } from '../log.js';
+import { UndoStack } from '../undo-stack.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
-import type { Logger } from './log.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podMac } from './pod-mac.js';
-import { Rollback } from './rollback.js';
 import { StepTimer } from './step-timer.js';
 
 const EEXIST = 17;
@@ -35,7 +35,7 @@ export async function cmdAdd(
   log: Logger,
 ): Promise<CniResult> {
   const { nl, ipam, datapath, home } = ctx;
-  const rollback = new Rollback();
+  const undo = new UndoStack();
   const t = new StepTimer();
   const podNs = openPodNetns(netnsPath, home);
   let handedOver = false;
@@ -54,12 +54,12 @@ export async function cmdAdd(
       ...(att.pod === undefined ? {} : { pod: att.pod }),
       ...(att.pool === undefined ? {} : { pool: att.pool }),
     });
-    rollback.push('ipam', () => ipam.release(att));
+    undo.push('ipam', () => ipam.release(att));
     t.mark('ipam');
 
     const hostName = hostVethName(att.containerId, att.ifname);
     const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, podMac(allocations.map((a) => a.ip)));
-    rollback.push('veth', () => nl.deleteLinkByName(hostName));
+    undo.push('veth', () => nl.deleteLinkByName(hostName));
     // A host veth must never configure itself from a router advertisement a pod sends; only where
     // IPv6 is in use (a node booted with ipv6.disable=1 has no /proc/sys/net/ipv6).
     if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
@@ -72,7 +72,7 @@ export async function cmdAdd(
     }
     t.mark('pod');
     // Undo first: a port attach that fails halfway (an OVS row without its flows) is undone too.
-    rollback.push('datapath', () => datapath.detachPort(hostName));
+    undo.push('datapath', () => datapath.detachPort(hostName));
     await datapath.attachPort({
       hostIfname: hostName,
       hostIfindex: hostLink.index,
@@ -98,7 +98,7 @@ export async function cmdAdd(
     });
 
     t.mark('announce');
-    rollback.commit();
+    undo.commit();
     log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip), steps: t.steps });
     return buildResult(
       hostName,
@@ -110,7 +110,7 @@ export async function cmdAdd(
       ctx.config.mtu,
     );
   } catch (err) {
-    await rollback.run(log);
+    await undo.unwind(log);
     throw err;
   } finally {
     if (!handedOver) podNs.close();

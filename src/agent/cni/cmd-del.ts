@@ -9,10 +9,10 @@
  * a later call on the same attachment waits for them. A deletion that fails then is logged; reconcile
  * at start and `podwire gc` remove the veth (it has no claim any more).
  */
-import type { Attachment } from '../cni/types.js';
-import type { AgentContext } from './context.js';
+import type { Attachment } from '../../cni/types.js';
+import type { AgentContext } from '../context.js';
+import type { Logger } from '../log.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
-import type { Logger } from './log.js';
 import { StepTimer } from './step-timer.js';
 
 export async function cmdDel(

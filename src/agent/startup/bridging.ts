@@ -19,12 +19,12 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { DatapathError, InvalidConfigError } from '../base/errors.js';
-import type { Datapath } from '../datapath/datapath.js';
-import { AF_INET, AF_INET6, KernelError } from '../kernel/libc.js';
-import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import type { Route } from '../kernel/netlink/types.js';
-import type { Logger } from './log.js';
+import { DatapathError, InvalidConfigError } from '../../base/errors.js';
+import type { Datapath } from '../../datapath/datapath.js';
+import { AF_INET, AF_INET6, KernelError } from '../../kernel/libc.js';
+import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import type { Route } from '../../kernel/netlink/types.js';
+import type { Logger } from '../log.js';
 
 const RTPROT_KERNEL = 2;
 const RTN_UNICAST = 1;

@@ -2,12 +2,12 @@
  * CNI CHECK: compares what exists with what ADD reported (`prevResult`) and with the IPAM record;
  * any difference is an ERR_CHECK_FAILED that names it.
  */
-import { CheckFailedError, type PodwireError } from '../base/errors.js';
-import type { Attachment, CniResult } from '../cni/types.js';
-import { AF_INET, AF_INET6 } from '../kernel/libc.js';
-import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
-import { inNetns, openPodNetns } from '../kernel/netns.js';
-import type { AgentContext } from './context.js';
+import { CheckFailedError, type PodwireError } from '../../base/errors.js';
+import type { Attachment, CniResult } from '../../cni/types.js';
+import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
+import { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { inNetns, openPodNetns } from '../../kernel/netns.js';
+import type { AgentContext } from '../context.js';
 import { hostVethName } from './host-veth.js';
 
 function drift(msg: string): PodwireError {

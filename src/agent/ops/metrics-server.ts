@@ -1,6 +1,6 @@
 /** The Prometheus endpoint: GET /metrics on the configured address; off unless configured. */
 import { createServer, type Server } from 'node:http';
-import type { Logger } from './log.js';
+import type { Logger } from '../log.js';
 import { type Counter, type Histogram, renderSampled, type Sampled } from './metrics.js';
 
 export class MetricsServer {

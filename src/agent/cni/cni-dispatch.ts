@@ -4,22 +4,22 @@
  * cniVersion. Every failure becomes a CNI error object; nothing thrown escapes (I6).
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidConfigError, PodwireError } from '../base/errors.js';
-import { parseNetConf, parseVersionRequest } from '../cni/config.js';
-import { parseEnv, podIdentity } from '../cni/env.js';
-import { toCniErrorObject } from '../cni/errors.js';
-import { formatResult, formatVersionResult } from '../cni/result.js';
-import { CNI_COMMANDS, type CniEnv, type NetConf } from '../cni/types.js';
-import { LATEST_VERSION } from '../cni/versions.js';
+import { InvalidConfigError, PodwireError } from '../../base/errors.js';
+import { parseNetConf, parseVersionRequest } from '../../cni/config.js';
+import { parseEnv, podIdentity } from '../../cni/env.js';
+import { toCniErrorObject } from '../../cni/errors.js';
+import { formatResult, formatVersionResult } from '../../cni/result.js';
+import { CNI_COMMANDS, type CniEnv, type NetConf } from '../../cni/types.js';
+import { LATEST_VERSION } from '../../cni/versions.js';
+import type { AgentContext } from '../context.js';
+import type { Logger } from '../log.js';
+import type { CniMetrics } from '../ops/metrics.js';
 import { cmdAdd } from './cmd-add.js';
 import { cmdCheck } from './cmd-check.js';
 import { cmdDel } from './cmd-del.js';
 import { cmdGc } from './cmd-gc.js';
 import { cmdStatus } from './cmd-status.js';
-import type { AgentContext } from './context.js';
 import { attachmentKey } from './host-veth.js';
-import type { Logger } from './log.js';
-import type { CniMetrics } from './metrics.js';
 import { poolRequest } from './pool-select.js';
 import type { Scheduler } from './scheduler.js';
 

@@ -5,10 +5,11 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PoolStore } from '../cluster/pool-store.js';
-import { FileStore } from '../ipam/file-store.js';
-import { PoolAllocator } from '../ipam/pool-allocator.js';
-import type { Logger } from './log.js';
+import type { PoolStore } from '../../cluster/pool-store.js';
+import { FileStore } from '../../ipam/file-store.js';
+import { PoolAllocator } from '../../ipam/pool-allocator.js';
+import type { Logger } from '../log.js';
+import type { UndoStack } from '../undo-stack.js';
 
 /** The range id a FileStore directory stands for (the inverse of rangeDirName: '_' '/', '-' ':', %XX). */
 export function rangeIdOfDir(name: string): string | undefined {
@@ -25,12 +26,12 @@ export async function startPools(
   node: string,
   stateDir: string,
   log: Logger,
-  closers: Array<() => unknown>,
+  undo: UndoStack,
 ): Promise<PoolAllocator | undefined> {
   if (!pools) return undefined;
   const dir = join(stateDir, 'pool-ipam');
   const local = await FileStore.open(dir);
-  closers.push(() => local.close());
+  undo.push('pool IPAM store', () => local.close());
   const entries = await readdir(dir, { withFileTypes: true });
   const localRanges = entries
     .filter((e) => e.isDirectory())
