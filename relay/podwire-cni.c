@@ -1,7 +1,7 @@
 /*
  * podwire-cni: the CNI plugin that container runtimes execute. It does no networking itself: it relays
  * the call to the podwire agent over the agent's unix socket and prints the agent's answer. Starting
- * Node.js per call would cost more than a whole reference ADD (DESIGN.md, "Performance").
+ * Node.js per call would cost more than a whole reference ADD (docs/architecture.md, "Performance").
  *
  * Protocol, one connection per call:
  *   request   u32 big-endian N, then N bytes: "KEY=VALUE\0" for every CNI_* environment variable,

@@ -2,7 +2,7 @@
  * Announces a pod's addresses from inside its namespace: a gratuitous ARP for IPv4 and an unsolicited
  * neighbour advertisement for IPv6, in rounds. Every frame goes out on its own packet socket, created
  * in the pod namespace with `inNetns` and closed right after the send: no socket outlives one send,
- * and none is shared (DESIGN.md, failure 1).
+ * and none is shared (docs/architecture.md, failure 1).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inNetns, type NetnsHandle } from '../kernel/netns.js';

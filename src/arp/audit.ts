@@ -1,7 +1,7 @@
 /**
  * The neighbour audit: given ARP and neighbour-discovery frames seen on a wire and the identities
  * podwire knows (which MAC owns which address: pods, gateways, nodes' uplinks), finds every frame that
- * would teach a neighbour a wrong mapping (DESIGN.md, failure 2: a node's IP announced with the
+ * would teach a neighbour a wrong mapping (docs/architecture.md, failure 2: a node's IP announced with the
  * gateway's MAC), and every address that two MACs claim during the capture.
  */
 import { decodeClaim, type NeighbourClaim } from './neighbour-claim.js';

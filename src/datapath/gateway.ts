@@ -25,7 +25,7 @@ export function configureGateway(
       { nodad: gw.family === 6 },
     );
   }
-  // Never answer or ask with an address that is not on the gateway's own subnet (DESIGN.md, failure 2).
+  // Never answer or ask with an address that is not on the gateway's own subnet (docs/architecture.md, failure 2).
   sysctl(ifaceSysctl(4, link.name, 'arp_announce'), '1');
   sysctl('net/ipv4/ip_forward', '1');
   if (gateways.some((g) => g.family === 6)) {

@@ -1,5 +1,5 @@
 /**
- * Network namespace handles and the one place where the agent enters another namespace (DESIGN.md, I1).
+ * Network namespace handles and the one place where the agent enters another namespace (docs/architecture.md, I1).
  *
  * `setns(2)` moves only the calling thread. Node runs JavaScript on one thread, so while that thread is
  * in another namespace nothing else of the agent may run: `inNetns` is synchronous, refuses callbacks
@@ -91,7 +91,7 @@ export class NetnsHandle implements Disposable {
   }
 }
 
-/** Opens a pod's namespace and refuses one that is the agent's own (DESIGN.md, I1). */
+/** Opens a pod's namespace and refuses one that is the agent's own (docs/architecture.md, I1). */
 export function openPodNetns(path: string, home: NetnsHandle): NetnsHandle {
   const h = NetnsHandle.open(path);
   if (sameNetns(h.id, home.id)) {

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md failure 2 on a real kernel: the node answers a pod from an address that is not the
+ * failure 2 (docs/architecture.md) on a real kernel: the node answers a pod from an address that is not the
  * gateway's (its uplink's). With podwire's gateway setting (arp_announce=1) the ARP request that leaves
  * the gateway carries the gateway's own IP; with the kernel default (0) it carries the uplink's IP with
  * the gateway's MAC. The gateway's ARP guard drops that frame before it reaches any port; with the

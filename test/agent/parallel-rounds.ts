@@ -1,5 +1,5 @@
 /**
- * The parallel-creation reproduction (DESIGN.md, failure 1), shared by every datapath: `pods` ADDed in
+ * The parallel-creation reproduction (docs/architecture.md, failure 1), shared by every datapath: `pods` ADDed in
  * parallel through the relay, then DELeted in parallel, for `rounds` rounds. After every ADD burst each
  * pod holds exactly its own addresses on eth0 and none is on the node; after every round the agent's
  * descriptor count is back at its baseline (I2); at the end no host veth and no allocation remain.

@@ -2,7 +2,7 @@
  * Bridging mode (issue 5), per datapath: each node's uplink joins its pod bridge and the node's
  * address, MAC and routes move to the bridge interface.
  *
- * - DESIGN.md failure 2 as reported: a pod of node A (A's pod CIDR) pings A's underlay IP while node B
+ * - failure 2 (docs/architecture.md) as reported: a pod of node A (A's pod CIDR) pings A's underlay IP while node B
  *   pings A every 0.2 s for 20 s, and A keeps re-resolving the pod: 0 lost, B's neighbour entry for A
  *   is always A's uplink MAC, and `podwire arp audit` on the underlay finds nothing.
  * - Pool pods on A and B reach each other, both nodes and a plain underlay host.

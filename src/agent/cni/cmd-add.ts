@@ -1,5 +1,5 @@
 /**
- * CNI ADD, in the order it happens (DESIGN.md, "A CNI ADD, end to end"). Each step that changes
+ * CNI ADD, in the order it happens (docs/architecture.md, "A CNI ADD, end to end"). Each step that changes
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
 import { InterfaceExistsError } from '../../base/errors.js';

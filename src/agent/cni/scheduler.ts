@@ -1,5 +1,5 @@
 /**
- * Request scheduling (DESIGN.md, I3): calls on the same attachment run one after another, in arrival
+ * Request scheduling (docs/architecture.md, I3): calls on the same attachment run one after another, in arrival
  * order; calls on different attachments run in parallel, at most `limit` at once.
  */
 

@@ -2,8 +2,8 @@
  * Bridging mode (`bridging: {uplink: eth0}`): the node's uplink becomes a port of the pod bridge, so
  * pool pods sit on the underlay at L2. The node's identity moves with it: its addresses, its MAC and
  * its routes go to the bridge's own interface (the Linux bridge itself, or OVS's gateway port), so the
- * node stays reachable, and every ARP the node sends for its IP still carries the uplink's MAC (I5,
- * DESIGN.md failure 2). A clean stop moves everything back.
+ * node stays reachable, and every ARP the node sends for its IP still carries the uplink's MAC (I5 and
+ * failure 2 in docs/architecture.md). A clean stop moves everything back.
  *
  * What was moved is written to `stateDir/bridging.json` (durably) before anything changes: an agent
  * killed while the uplink is moved finds it at the next start and restores first.

@@ -1,5 +1,5 @@
 /**
- * The Linux bridge's counterpart of the OVS gateway ARP guard (DESIGN.md I5, failure 2): ARP that the
+ * The Linux bridge's counterpart of the OVS gateway ARP guard (docs/architecture.md: I5, failure 2): ARP that the
  * node sends through the bridge must carry one of the gateway interface's own IPv4 addresses and its
  * MAC, in the Ethernet header and in the ARP sender fields; anything else is dropped, counted, before
  * it reaches any port. The kernel should never send such a frame (the bridge keeps one fixed MAC,

@@ -1,6 +1,6 @@
 /**
  * OpenFlow through `ovs-ofctl`: one process per call, flows fed on stdin. A pod operation costs at
- * most one process (DESIGN.md, Performance: ~10-15 ms each here); every multi-flow change is one
+ * most one process (docs/architecture.md, "Performance": ~10-15 ms each here); every multi-flow change is one
  * OpenFlow bundle (`--bundle`, OpenFlow 1.4+), which the switch applies atomically or not at all.
  */
 import { spawn } from 'node:child_process';

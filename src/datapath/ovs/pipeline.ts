@@ -1,6 +1,6 @@
 /**
  * The OpenFlow pipeline of the OVS datapath, in the style of Antrea's: who may say what on the wire
- * (DESIGN.md, I5). Every table ends in an explicit priority-0 flow, so what a table drops is counted
+ * (docs/architecture.md, I5). Every table ends in an explicit priority-0 flow, so what a table drops is counted
  * in that flow's n_packets.
  *
  *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway

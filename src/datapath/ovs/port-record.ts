@@ -1,6 +1,6 @@
 /**
  * What podwire records in the `external_ids` of a pod's Port and Interface rows: enough to rebuild
- * the pod's flows from OVSDB alone after a restart (DESIGN.md: state can be rebuilt from OVSDB), and
+ * the pod's flows from OVSDB alone after a restart (OVSDB is the record of what is attached), and
  * to find a pod's port by container ID or by Kubernetes name.
  */
 import { DatapathError } from '../../base/errors.js';

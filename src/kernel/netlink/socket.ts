@@ -217,7 +217,7 @@ export class NetlinkSocket implements Disposable {
    * Closes the socket; calling it again does nothing. Every later call fails at once. When a worker
    * thread is inside `sendto` on it (requestAsync), the descriptor itself is closed when that call
    * returns: closed earlier, its number could be reused and the worker would send on someone else's
-   * socket (DESIGN.md, failure 1).
+   * socket (docs/architecture.md, failure 1).
    */
   close(): void {
     const fd = this.#fd;

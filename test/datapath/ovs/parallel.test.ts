@@ -1,5 +1,5 @@
 /**
- * The parallel-creation reproduction (DESIGN.md, failure 1) on the OVS datapath: 20 pods ADDed in
+ * The parallel-creation reproduction (docs/architecture.md, failure 1) on the OVS datapath: 20 pods ADDed in
  * parallel through the relay, then DELeted in parallel, for PODWIRE_OVS_ROUNDS rounds (5 here; the
  * Linux-bridge run does 20). After every ADD burst each pod holds exactly its own addresses and has
  * its OVS port and flows; after every round the agent's descriptor count is back at its baseline

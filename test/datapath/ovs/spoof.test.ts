@@ -1,5 +1,5 @@
 /**
- * The spoof guards of the OVS pipeline (DESIGN.md, I5 and failure 2), with frames forged by scapy
+ * The spoof guards of the OVS pipeline (docs/architecture.md: I5 and failure 2), with frames forged by scapy
  * inside a pod: ARP claiming another pod's IP or the gateway's IP, ARP with a forged sender MAC, IPv4
  * and IPv6 with a forged source, an NA for another pod's address. For each: the neighbour pod's
  * capture sees none of it, the guard's drop flow counts it, and the same frame with the pod's true
