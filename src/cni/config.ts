@@ -39,24 +39,54 @@ export const VALID_ATTACHMENTS_KEY = 'cni.dev/valid-attachments';
 export const VALID_ATTACHMENTS_KEY_ORIGINAL = 'cni.dev/attachments';
 
 /**
- * Decodes stdin as UTF-8 JSON and returns the top-level object. Invalid UTF-8 is a decode error too:
- * replacing it would hand a different name to the kernel than the runtime sent.
+ * Stdin decoded once: UTF-8, then JSON, then a top-level object. The dispatcher decodes a call's stdin
+ * once and hands the result to `parseNetConf` (and reads the version for an error answer from it).
+ * Invalid UTF-8 is a decode error too: replacing it would hand a different name to the kernel than
+ * the runtime sent.
  */
-function decodeObject(stdin: Buffer | string, what: string): JsonObject {
-  let text: string;
-  try {
-    text = typeof stdin === 'string' ? stdin : new TextDecoder('utf-8', { fatal: true }).decode(stdin);
-  } catch (err) {
-    throw new DecodeError(`${what}: not valid UTF-8`, { cause: err });
+export class DecodedStdin {
+  readonly text: string;
+  readonly value: JsonObject | undefined;
+  readonly #reason: string | undefined;
+  readonly #cause: unknown;
+
+  private constructor(text: string, value: JsonObject | undefined, reason?: string, cause?: unknown) {
+    this.text = text;
+    this.value = value;
+    this.#reason = reason;
+    this.#cause = cause;
   }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new DecodeError(`${what}: not valid JSON`, { cause: err });
+
+  static decode(stdin: Buffer | string | DecodedStdin): DecodedStdin {
+    if (stdin instanceof DecodedStdin) return stdin;
+    let text: string;
+    try {
+      text = typeof stdin === 'string' ? stdin : new TextDecoder('utf-8', { fatal: true }).decode(stdin);
+    } catch (err) {
+      return new DecodedStdin('', undefined, 'not valid UTF-8', err);
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return new DecodedStdin(text, undefined, 'not valid JSON', err);
+    }
+    if (!isJsonObject(value)) return new DecodedStdin(text, undefined, 'must be a JSON object');
+    return new DecodedStdin(text, value);
   }
-  if (!isJsonObject(value)) throw new DecodeError(`${what}: must be a JSON object`);
-  return value;
+
+  /** The top-level object; throws a DecodeError naming `what` when stdin is not one. */
+  object(what: string): JsonObject {
+    if (this.value !== undefined) return this.value;
+    throw new DecodeError(
+      `${what}: ${this.#reason}`,
+      this.#cause === undefined ? undefined : { cause: this.#cause },
+    );
+  }
+}
+
+function decodeObject(stdin: Buffer | string | DecodedStdin, what: string): JsonObject {
+  return DecodedStdin.decode(stdin).object(what);
 }
 
 function incompatible(message: string): PodwireError {
@@ -82,13 +112,17 @@ function checkVersion(cniVersion: string, command: CniCommand): void {
  * The requested version in a VERSION call's stdin (`{"cniVersion": "..."}`), or undefined when stdin is
  * empty or names none. An unknown version is not an error here: answering it is what VERSION is for.
  */
-export function parseVersionRequest(stdin: Buffer | string): string | undefined {
-  const text = typeof stdin === 'string' ? stdin : stdin.toString('utf8');
+export function parseVersionRequest(stdin: Buffer | string | DecodedStdin): string | undefined {
+  const text =
+    stdin instanceof DecodedStdin ? stdin.text : typeof stdin === 'string' ? stdin : stdin.toString('utf8');
   if (text.trim() === '') return undefined;
   return readString(decodeObject(stdin, 'VERSION request'), 'cniVersion', '');
 }
 
-export function parseNetConf(stdin: Buffer | string, command: Exclude<CniCommand, 'VERSION'>): NetConf {
+export function parseNetConf(
+  stdin: Buffer | string | DecodedStdin,
+  command: Exclude<CniCommand, 'VERSION'>,
+): NetConf {
   const obj = decodeObject(stdin, 'network configuration');
 
   // The version comes first: it decides how everything else is read.

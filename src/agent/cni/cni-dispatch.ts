@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { InvalidConfigError, PodwireError } from '../../base/errors.js';
-import { parseNetConf, parseVersionRequest } from '../../cni/config.js';
+import { DecodedStdin, parseNetConf, parseVersionRequest } from '../../cni/config.js';
 import { parseEnv, podIdentity } from '../../cni/env.js';
 import { toCniErrorObject } from '../../cni/errors.js';
 import { formatResult, formatVersionResult } from '../../cni/result.js';
@@ -27,17 +27,17 @@ export interface CniAnswer {
   /** The relay's exit code: 0 on success, 1 with a CNI error object on stdout. */
   exitCode: number;
   stdout: string;
+  /** The CNI error code of that object (0 on success), for the metrics. */
+  code: number;
 }
 
-/** Best-effort cniVersion for an error answer, read before (or despite) validation. */
-function sniffVersion(stdin: Buffer): string {
-  try {
-    const v = (JSON.parse(stdin.toString('utf8')) as { cniVersion?: unknown }).cniVersion;
-    if (typeof v === 'string' && v !== '') return v;
-  } catch {
-    // Undecodable stdin: the validation below reports it; the error object still needs a version.
-  }
-  return LATEST_VERSION;
+/**
+ * Best-effort cniVersion for an error answer, read before (or despite) validation. Undecodable stdin:
+ * the validation reports it; the error object still needs a version.
+ */
+function versionHint(stdin: DecodedStdin): string {
+  const v = stdin.value?.cniVersion;
+  return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
 }
 
 export class CniDispatcher {
@@ -54,23 +54,24 @@ export class CniDispatcher {
   async handle(env: Record<string, string>, stdin: Buffer): Promise<CniAnswer> {
     const started = performance.now();
     const answer = await this.#handle(env, stdin, started);
-    const code = answer.exitCode === 0 ? 0 : ((JSON.parse(answer.stdout) as { code?: number }).code ?? 100);
     // Only known commands become label values: a runtime's typo must not grow the series without bound.
     const command = CNI_COMMANDS.find((c) => c === env.CNI_COMMAND) ?? 'invalid';
-    this.#metrics.record(command, code, (performance.now() - started) / 1000);
+    this.#metrics.record(command, answer.code, (performance.now() - started) / 1000);
     return answer;
   }
 
   async #handle(env: Record<string, string>, stdin: Buffer, started: number): Promise<CniAnswer> {
     const log = this.#ctx.log.child({ req: randomUUID().slice(0, 8) });
-    let version = sniffVersion(stdin);
+    // Decoded once: the version hint and the configuration both read this.
+    const decoded = DecodedStdin.decode(stdin);
+    let version = versionHint(decoded);
     let command = env.CNI_COMMAND ?? '';
     try {
       const cniEnv = parseEnv(env);
       command = cniEnv.command;
       if (cniEnv.command === 'VERSION')
-        return ok(JSON.stringify(formatVersionResult(parseVersionRequest(stdin))));
-      const conf = parseNetConf(stdin, cniEnv.command);
+        return ok(JSON.stringify(formatVersionResult(parseVersionRequest(decoded))));
+      const conf = parseNetConf(decoded, cniEnv.command);
       version = conf.cniVersion;
       const stdout = await this.#run(cniEnv, conf, log);
       log.info('cni call done', { command, containerId: env.CNI_CONTAINERID, ms: elapsed(started) });
@@ -86,7 +87,7 @@ export class CniDispatcher {
         stack: level === 'error' && err instanceof Error ? err.stack : undefined,
         ms: elapsed(started),
       });
-      return { exitCode: 1, stdout: JSON.stringify(obj) };
+      return { exitCode: 1, stdout: JSON.stringify(obj), code: obj.code };
     }
   }
 
@@ -157,7 +158,7 @@ export class CniDispatcher {
 }
 
 function ok(stdout: string): CniAnswer {
-  return { exitCode: 0, stdout };
+  return { exitCode: 0, stdout, code: 0 };
 }
 
 function elapsed(started: number): number {

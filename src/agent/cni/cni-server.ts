@@ -12,6 +12,9 @@ import type { Logger } from '../log.js';
 import { listenUnix } from '../unix-listen.js';
 import type { CniAnswer } from './cni-dispatch.js';
 
+/** What goes back to the relay: its exit code and stdout. */
+type RelayAnswer = Pick<CniAnswer, 'exitCode' | 'stdout'>;
+
 /**
  * A request larger than this is refused: a network configuration is a few KiB. The relay caps stdin
  * at 1 MiB itself; the margin is for the environment block.
@@ -58,7 +61,7 @@ export class CniServer {
   readonly #log: Logger;
   readonly #sockets = new Set<Socket>();
 
-  constructor(path: string, handle: (req: RelayRequest) => Promise<CniAnswer>, log: Logger) {
+  constructor(path: string, handle: (req: RelayRequest) => Promise<RelayAnswer>, log: Logger) {
     this.path = path;
     this.#log = log;
     // allowHalfOpen: the relay half-closes after its request and reads the answer afterwards.
@@ -83,7 +86,7 @@ export class CniServer {
     rmSync(this.path, { force: true });
   }
 
-  #serve(sock: Socket, handle: (req: RelayRequest) => Promise<CniAnswer>): void {
+  #serve(sock: Socket, handle: (req: RelayRequest) => Promise<RelayAnswer>): void {
     this.#sockets.add(sock);
     const chunks: Buffer[] = [];
     let size = 0;
@@ -104,7 +107,7 @@ export class CniServer {
     });
     sock.on('end', () => {
       if (size > MAX_REQUEST) return;
-      let answer: Promise<CniAnswer>;
+      let answer: Promise<RelayAnswer>;
       try {
         answer = handle(decodeRequest(Buffer.concat(chunks)));
       } catch (err) {
@@ -125,7 +128,7 @@ export class CniServer {
     sock.on('close', () => this.#sockets.delete(sock));
   }
 
-  #reply(sock: Socket, a: CniAnswer): void {
+  #reply(sock: Socket, a: RelayAnswer): void {
     if (sock.destroyed) return;
     sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(a.stdout)]));
   }

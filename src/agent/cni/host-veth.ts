@@ -1,5 +1,6 @@
 /** Naming of the host end of a pod's veth. */
 import { createHash } from 'node:crypto';
+import { attachmentKey as ipamAttachmentKey } from '../../ipam/store.js';
 
 /** Every host veth podwire creates starts with this; reconcile and GC only ever touch such links. */
 export const HOST_VETH_PREFIX = 'pw';
@@ -13,14 +14,16 @@ export function hostVethName(containerId: string, ifname: string): string {
   return `${HOST_VETH_PREFIX}${digest.slice(0, 13)}`;
 }
 
-/** The key that serializes calls on one attachment. */
+/**
+ * The key of one attachment: the scheduler serializes calls on it, the announcer and IPAM use the
+ * same one (one format, `ipam/store.ts`, so one attachment is never two keys).
+ */
 export function attachmentKey(containerId: string, ifname: string): string {
-  return `${containerId}/${ifname}`;
+  return ipamAttachmentKey({ containerId, ifname });
 }
 
 /** The host veth of the attachment behind a key made by `attachmentKey`. */
 export function hostVethOfKey(key: string): string {
-  // A container ID never contains '/' (libcni's rule), an ifname never does either.
-  const slash = key.indexOf('/');
-  return hostVethName(key.slice(0, slash), key.slice(slash + 1));
+  const [containerId, ifname] = JSON.parse(key) as [string, string];
+  return hostVethName(containerId, ifname);
 }

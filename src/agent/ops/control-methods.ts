@@ -1,5 +1,6 @@
 /** What the control socket answers: the agent's state as the CLI shows it. */
 
+import { attachmentKey } from '../../ipam/store.js';
 import { hostVethName } from '../cni/host-veth.js';
 import { podMac } from '../cni/pod-mac.js';
 import { reconcile } from '../cni/reconcile.js';
@@ -41,7 +42,7 @@ export function controlMethods(
 
 async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
   const claims = await ctx.ipam.list();
-  const attachments = new Set(claims.map((c) => `${c.containerId}/${c.ifname}`));
+  const attachments = new Set(claims.map(attachmentKey));
   return {
     pid: process.pid,
     startedAt: started.toISOString(),
@@ -60,7 +61,7 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
 async function pods(ctx: AgentContext): Promise<PodRow[]> {
   const rows = new Map<string, PodRow>();
   for (const c of await ctx.ipam.list()) {
-    const key = `${c.containerId}/${c.ifname}`;
+    const key = attachmentKey(c);
     let row = rows.get(key);
     if (!row) {
       const hostVeth = hostVethName(c.containerId, c.ifname);

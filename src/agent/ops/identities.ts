@@ -6,6 +6,7 @@
 
 import { formatIp } from '../../base/ip.js';
 import { parseCidr } from '../../ipam/cidr.js';
+import { attachmentKey } from '../../ipam/store.js';
 import { podMac } from '../cni/pod-mac.js';
 import type { AgentContext } from '../context.js';
 import { gatewayInterface } from '../startup/datapath-select.js';
@@ -33,7 +34,7 @@ export async function nodeIdentities(ctx: AgentContext): Promise<NodeIdentities>
   }
   const byAttachment = new Map<string, { ips: string[]; pod: string | undefined }>();
   for (const c of await ctx.ipam.list()) {
-    const key = `${c.containerId}/${c.ifname}`;
+    const key = attachmentKey(c);
     const row = byAttachment.get(key) ?? { ips: [], pod: c.pod };
     row.ips.push(c.ip);
     byAttachment.set(key, row);

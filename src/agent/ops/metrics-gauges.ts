@@ -1,5 +1,6 @@
 /** The agent's state as Prometheus samples, read at each scrape. */
 
+import { attachmentKey } from '../../ipam/store.js';
 import type { Scheduler } from '../cni/scheduler.js';
 import type { AgentContext } from '../context.js';
 import type { Sampled } from './metrics.js';
@@ -26,7 +27,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       help: 'Attachments (container, interface) holding addresses on this node.',
       type: 'gauge',
       read: async () => {
-        const owners = new Set((await ctx.ipam.list()).map((c) => `${c.containerId}/${c.ifname}`));
+        const owners = new Set((await ctx.ipam.list()).map(attachmentKey));
         return [{ labels: {}, value: owners.size }];
       },
     },
