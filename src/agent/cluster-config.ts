@@ -26,7 +26,8 @@ export interface ClusterSettings {
   uplink: string;
   trafficMode: 'encap' | 'noEncap';
   /** Kubernetes namespace -> IP pool name, for pods whose CNI_ARGS name no pool. */
-  poolByNamespace: Record<string, string>;
+  /** A Map, not an object: a namespace may be named `constructor` or `__proto__`. */
+  poolByNamespace: ReadonlyMap<string, string>;
 }
 
 export const CLUSTER_KEYS = [
@@ -73,14 +74,14 @@ export function parseClusterSettings(obj: Record<string, unknown>): ClusterSetti
   const trafficMode = obj.trafficMode ?? 'encap';
   if (trafficMode !== 'encap' && trafficMode !== 'noEncap')
     throw bad('trafficMode', `${JSON.stringify(trafficMode)} is not one of encap, noEncap`);
-  const poolByNamespace: Record<string, string> = {};
+  const poolByNamespace = new Map<string, string>();
   const map = obj.poolByNamespace ?? {};
   if (map === null || typeof map !== 'object' || Array.isArray(map))
     throw bad('poolByNamespace', 'must be a mapping of namespace to pool name');
   for (const [ns, name] of Object.entries(map)) {
     if (!isDnsLabel(name))
       throw bad(`poolByNamespace.${ns}`, `${JSON.stringify(name)} is not a pool name (a DNS-1123 label)`);
-    poolByNamespace[ns] = name;
+    poolByNamespace.set(ns, name);
   }
   return { store, pool, nodeName, uplink, trafficMode, poolByNamespace };
 }

@@ -6,7 +6,17 @@
  * that return a promise, and verifies the thread's namespace inode on the way in and on the way out.
  * If the way back fails the process exits: it must never go on in the wrong namespace.
  */
-import { closeSync, constants as fsc, fstatSync, openSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsc,
+  fstatSync,
+  open as openCallback,
+  openSync,
+  type Stats,
+  statSync,
+} from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import koffi from 'koffi';
 import { InternalError, InvalidEnvError } from '../base/errors.js';
 import { OwnedFd } from '../base/owned-fd.js';
@@ -54,6 +64,56 @@ export class NetnsHandle implements Disposable {
     } catch (err) {
       throw new InvalidEnvError(`CNI_NETNS: cannot open ${path}`, { cause: err });
     }
+    return NetnsHandle.#adopt(path, fd);
+  }
+
+  /**
+   * Like `open`, for a path a caller hands in (CNI_NETNS): checked and opened on a libuv worker
+   * thread, never on the main thread, and only when it is a regular file (nsfs files are). A FIFO
+   * (whose open would wait for a writer), a device (whose open has effects), a directory, or a path
+   * on a file system that does not answer within `timeoutMs` is refused without stopping any other
+   * call; a late open is closed when it lands.
+   */
+  static async openChecked(path: string, timeoutMs = OPEN_TIMEOUT_MS): Promise<NetnsHandle> {
+    const opening = (async () => {
+      let st: Stats;
+      try {
+        st = await stat(path);
+      } catch (err) {
+        throw new InvalidEnvError(`CNI_NETNS: cannot open ${path}`, { cause: err });
+      }
+      if (!st.isFile()) {
+        throw new InvalidEnvError(`CNI_NETNS: ${path} is not a network namespace (${fileKind(st)})`);
+      }
+      try {
+        // O_NONBLOCK: should the path have become a FIFO since the stat, the open still returns.
+        return await openAsync(path, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY);
+      } catch (err) {
+        throw new InvalidEnvError(`CNI_NETNS: cannot open ${path}`, { cause: err });
+      }
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new InvalidEnvError(`CNI_NETNS: ${path} did not open within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+    });
+    let fd: number;
+    try {
+      fd = await Promise.race([opening, timeout]);
+    } catch (err) {
+      // Whatever lands after the timeout is closed, not leaked.
+      opening.then(closeSync, () => undefined);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    return NetnsHandle.#adopt(path, fd);
+  }
+
+  /** Checks an open descriptor and takes it over; closes it when it is not a network namespace. */
+  static #adopt(path: string, fd: number): NetnsHandle {
     try {
       const type = ioctl(fd, NS_GET_NSTYPE);
       if (type !== CLONE_NEWNET) {
@@ -91,9 +151,25 @@ export class NetnsHandle implements Disposable {
   }
 }
 
-/** Opens a pod's namespace and refuses one that is the agent's own (docs/architecture.md, I1). */
-export function openPodNetns(path: string, home: NetnsHandle): NetnsHandle {
-  const h = NetnsHandle.open(path);
+/** How long a CNI_NETNS path may take to open before the call is refused. */
+const OPEN_TIMEOUT_MS = 5000;
+
+const openAsync = promisify(openCallback);
+
+function fileKind(st: Stats): string {
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/**
+ * Opens a pod's namespace (off the main thread, see `openChecked`) and refuses one that is the
+ * agent's own (docs/architecture.md, I1).
+ */
+export async function openPodNetns(path: string, home: NetnsHandle): Promise<NetnsHandle> {
+  const h = await NetnsHandle.openChecked(path);
   if (sameNetns(h.id, home.id)) {
     h.close();
     throw new InvalidEnvError(`CNI_NETNS: ${path} is the node's own network namespace`);

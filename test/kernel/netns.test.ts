@@ -75,8 +75,8 @@ test('a callback that returns a promise is refused, and the thread is home', () 
   assert.ok(sameNetns(currentNetnsId(), mine().id));
 });
 
-test("the agent's own namespace is refused as a pod namespace", () => {
-  assert.throws(
+test("the agent's own namespace is refused as a pod namespace", async () => {
+  await assert.rejects(
     () => openPodNetns('/proc/self/ns/net', mine()),
     (err: unknown) =>
       err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && /node's own/.test(err.message),
@@ -94,13 +94,13 @@ test('a missing path and a file that is not a network namespace are refused', ()
   }
 });
 
-test('handles close their descriptor on every path (I2)', () => {
+test('handles close their descriptor on every path (I2)', async () => {
   const before = readdirSync('/proc/self/fd').length;
   for (let i = 0; i < 200; i++) {
     using t = NetnsHandle.open(netnsPath(target));
     inNetns(t, mine(), () => 0);
     try {
-      openPodNetns('/proc/self/ns/net', mine());
+      await openPodNetns('/proc/self/ns/net', mine());
     } catch {
       // refused, as tested above; what matters here is the descriptor count
     }

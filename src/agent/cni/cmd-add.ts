@@ -37,7 +37,7 @@ export async function cmdAdd(
   const { nl, ipam, datapath, home } = ctx;
   const undo = new UndoStack();
   const t = new StepTimer();
-  const podNs = openPodNetns(netnsPath, home);
+  const podNs = await openPodNetns(netnsPath, home);
   let handedOver = false;
   try {
     using podNl = inNetns(podNs, home, () => Rtnetlink.open());

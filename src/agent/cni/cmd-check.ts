@@ -36,7 +36,7 @@ export async function cmdCheck(
     if (!heldText.has(ip.address)) throw drift(`IPAM holds no record of ${ip.address} for this attachment`);
   }
 
-  using podNs = openPodNetns(netnsPath, ctx.home);
+  using podNs = await openPodNetns(netnsPath, ctx.home);
   using podNl = inNetns(podNs, ctx.home, () => Rtnetlink.open());
   const link = podNl.linkByName(att.ifname);
   if (!link) throw drift(`interface ${att.ifname} does not exist in ${netnsPath}`);

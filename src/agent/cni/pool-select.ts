@@ -55,7 +55,7 @@ export function poolRequest(
     poolSource = 'CNI_ARGS PODWIRE_POOL';
   } else {
     const ns = args.get('K8S_POD_NAMESPACE');
-    const mapped = ns === undefined ? undefined : config.cluster?.poolByNamespace[ns];
+    const mapped = ns === undefined ? undefined : config.cluster?.poolByNamespace.get(ns);
     if (mapped !== undefined) {
       pool = mapped;
       poolSource = `agent config poolByNamespace.${ns}`;
