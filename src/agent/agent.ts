@@ -11,6 +11,7 @@ import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { FileStore } from '../ipam/file-store.js';
 import { formatIp } from '../ipam/ip.js';
+import type { IpamStore } from '../ipam/store.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
@@ -49,6 +50,15 @@ export function gatewaysOf(podCIDRs: string[]): GatewayAddress[] {
   });
 }
 
+/**
+ * Test seams: wrappers around the datapath and the node's IPAM store the agent builds (fault
+ * injection in test/agent/fault/). The agent still starts, stops and closes the wrapped objects.
+ */
+export interface AgentSeams {
+  wrapDatapath?: (datapath: Datapath) => Datapath;
+  wrapIpamStore?: (store: IpamStore) => IpamStore;
+}
+
 export class Agent {
   readonly ctx: AgentContext;
   readonly scheduler: Scheduler;
@@ -68,7 +78,7 @@ export class Agent {
     this.#closers = closers;
   }
 
-  static async start(given: AgentConfig, log: Logger): Promise<Agent> {
+  static async start(given: AgentConfig, log: Logger, seams: AgentSeams = {}): Promise<Agent> {
     /** Undo steps for what is open so far, run in reverse order on failure or stop. */
     const closers: Array<() => unknown> = [];
     try {
@@ -80,7 +90,8 @@ export class Agent {
       // MTU are known: in cluster mode after the lease, before the overlay, which sends through it.
       let datapath: Datapath | undefined;
       const nodeSide = async (podCIDRs: string[], mtu: number): Promise<number | undefined> => {
-        const dp = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs), log);
+        const made = createDatapath({ ...given, podCIDRs, mtu }, nl, gatewaysOf(podCIDRs), log);
+        const dp = seams.wrapDatapath ? seams.wrapDatapath(made) : made;
         await dp.start();
         closers.push(() => dp.stop());
         datapath = dp;
@@ -110,7 +121,8 @@ export class Agent {
       const config: AgentConfig = { ...given, podCIDRs: cluster.podCIDRs, mtu: cluster.mtu };
       if (!datapath) await nodeSide(config.podCIDRs, config.mtu);
       if (!datapath) throw new PodwireError('ERR_INTERNAL', 'datapath not started');
-      const store = await FileStore.open(join(config.stateDir, 'ipam'));
+      const opened = await FileStore.open(join(config.stateDir, 'ipam'));
+      const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened) : opened;
       closers.push(() => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
       const pools = await startPools(

@@ -1,0 +1,141 @@
+/**
+ * ADD rollback under injected faults (issue 11, point 4). The agent runs with a fault-injecting
+ * datapath and IPAM store (test/agent/fault/); each case fails one call ADD makes through those
+ * seams, before it reaches the real object or after it took effect. For every case:
+ * - the ADD answers a CNI error naming the injected fault;
+ * - nothing is left: no IPAM claim (state dir files, the agent's view over the control socket), no
+ *   host veth, no bridge port, no pod interface, no OVS port, Interface row or flow, no change to the
+ *   node's nftables ruleset (the guards) — the node looks exactly as before the ADD;
+ * - the next ADD of the same pod (same container ID, netns, ifname) succeeds, the pod reaches its
+ *   gateway, and DEL leaves the node as it was.
+ * Runs on the Linux bridge and, when ovs-vswitchd is installed, on OVS (userspace datapath).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { controlSocketPath } from '../../src/agent/control-server.js';
+import { callAgent } from '../../src/cli/control-client.js';
+import { flowKey, parseDump } from '../../src/datapath/ovs/flow-text.js';
+import { ipJson, run } from '../testbed/exec.js';
+import { linkNames, settledHostVeths } from '../testbed/inspect.js';
+import { resultIps } from '../testbed/node.js';
+import { ovsAvailable } from '../testbed/ovs.js';
+import { FaultNode } from './fault/fault-node.js';
+import { type Fault, INJECTED } from './fault/fault-plan.js';
+
+const V4 = '10.244.31.0/24';
+const V6 = 'fd00:10:244:31::/64';
+const GATEWAY4 = '10.244.31.1';
+const GATEWAY6 = 'fd00:10:244:31::1';
+
+/** Every call ADD makes through the two seams, in the order it makes them (dual stack: two claims). */
+const FAULTS: Array<Omit<Fault, 'id'>> = [
+  { op: 'store.claim', nth: 1, when: 'before' },
+  { op: 'store.claim', nth: 1, when: 'after' },
+  { op: 'store.claim', nth: 2, when: 'before' },
+  { op: 'store.claim', nth: 2, when: 'after' },
+  { op: 'datapath.attachPort', nth: 1, when: 'before' },
+  { op: 'datapath.attachPort', nth: 1, when: 'after' },
+];
+
+interface NodeState {
+  nodeLinks: string[];
+  bridgePorts: string[];
+  podLinks: string[];
+  claimFiles: string[];
+  agentPods: unknown;
+  agentIpamUsed: number[];
+  nft: string;
+  ovsPorts?: string[];
+  ovsInterfaces?: string[];
+  flows?: string[];
+}
+
+async function stateOf(node: FaultNode, pod: string): Promise<NodeState> {
+  const control = controlSocketPath(node.socket);
+  const usage = (await callAgent(control, 'ipam')) as Array<{ used: number }>;
+  const nft = await run('ip', ['netns', 'exec', node.nodeNs, 'nft', 'list', 'ruleset']);
+  const state: NodeState = {
+    nodeLinks: (await linkNames(node.nodeNs)).sort(),
+    bridgePorts: (
+      await ipJson<Array<{ ifname: string }>>(node.nodeNs, [
+        'link',
+        'show',
+        'master',
+        node.options.bridge,
+      ]).catch(() => [])
+    )
+      .map((l) => l.ifname)
+      .sort(),
+    podLinks: (await linkNames(pod)).sort(),
+    claimFiles: node.claims().map((c) => `${c.ip} ${c.containerId} ${c.ifname}`),
+    agentPods: await callAgent(control, 'pods'),
+    agentIpamUsed: usage.map((u) => u.used),
+    // Counters move with any traffic; the rules are what must not change.
+    nft: nft.stdout.replace(/counter packets \d+ bytes \d+/g, 'counter'),
+  };
+  const ovs = node.ovs;
+  if (ovs) {
+    const bridge = node.options.bridge;
+    state.ovsPorts = (await ovs.vsctl('list-ports', bridge)).split('\n').filter((l) => l !== '');
+    state.ovsInterfaces = (await ovs.vsctl('--bare', '--columns=name', 'list', 'Interface'))
+      .split('\n')
+      .filter((l) => l !== '')
+      .sort();
+    state.flows = parseDump(await ovs.ofctl('dump-flows', bridge))
+      .map(flowKey)
+      .sort();
+  }
+  return state;
+}
+
+const datapaths: Array<'linux-bridge' | 'ovs'> = [
+  'linux-bridge',
+  ...(ovsAvailable() ? ['ovs' as const] : []),
+];
+
+for (const datapath of datapaths) {
+  describe(`ADD rollback with injected faults (${datapath})`, () => {
+    const node = new FaultNode({ datapath, podCIDRs: [V4, V6] });
+    let pod = '';
+    let baseline: NodeState;
+    before(async () => {
+      await node.setup();
+      pod = await node.addPod('rb');
+      baseline = await stateOf(node, pod);
+      assert.deepEqual(baseline.podLinks, ['lo']);
+      assert.deepEqual(baseline.claimFiles, []);
+    });
+    after(() => node.cleanup());
+
+    const call = { containerId: `rollback-${datapath}`, ifname: 'eth0' };
+    let seq = 0;
+    for (const f of FAULTS) {
+      test(`${f.op} #${f.nth} fails ${f.when}: CNI error, nothing left, the next ADD works`, async () => {
+        seq += 1;
+        node.setFault({ id: `${datapath}-${seq}`, ...f });
+        const failed = await node.cni({ command: 'ADD', netns: pod, ...call });
+        node.setFault(undefined);
+        assert.equal(failed.code, 1, `ADD must fail: ${failed.stdout}`);
+        const err = failed.json as { code: number; msg: string };
+        assert.equal(typeof err.code, 'number', failed.stdout);
+        assert.ok(err.code >= 100, `a podwire error code: ${failed.stdout}`);
+        assert.match(err.msg, new RegExp(`${INJECTED}: ${f.op.replace('.', '\\.')} \\(`));
+        await settledHostVeths(node.nodeNs, 0);
+        assert.deepEqual(await stateOf(node, pod), baseline, 'the node after the failed ADD');
+
+        const ok = await node.cni({ command: 'ADD', netns: pod, ...call });
+        assert.equal(ok.code, 0, `the next ADD of the same pod: ${ok.stdout}`);
+        const ips = resultIps(ok);
+        assert.equal(ips.length, 2, ok.stdout);
+        for (const gw of [GATEWAY4, GATEWAY6]) {
+          const ping = await run('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '2', gw]);
+          assert.equal(ping.code, 0, `pod reaches ${gw}: ${ping.stdout}${ping.stderr}`);
+        }
+        const del = await node.cni({ command: 'DEL', netns: pod, ...call });
+        assert.equal(del.code, 0, del.stdout);
+        await settledHostVeths(node.nodeNs, 0);
+        assert.deepEqual(await stateOf(node, pod), baseline, 'the node after DEL');
+      });
+    }
+  });
+}
