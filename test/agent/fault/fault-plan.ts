@@ -1,6 +1,6 @@
 /**
- * Which seam call fails, read from a file the test writes before each CNI call, so that a test
- * steers the faults of an agent running in another process (its node namespace). The file holds
+ * Which seam call fails. In the test's own process, `set` says; for an agent running in another
+ * process (its node namespace), a file the test writes before each CNI call says. The file holds
  * `{"id": "...", "op": "datapath.attachPort", "nth": 1, "when": "before" | "after"}` or is absent
  * (no fault). `before`: the call fails without reaching the real object; `after`: the real call
  * completes, then the wrapper fails (the step happened, its caller hears an error).
@@ -23,14 +23,22 @@ export interface Fault {
 export const INJECTED = 'injected fault';
 
 export class FaultPlan {
-  readonly #path: string;
+  readonly #path: string | undefined;
   readonly #counts = new Map<string, number>();
+  #fault: Fault | undefined;
 
-  constructor(path: string) {
+  /** With `path`, the fault is read from that file at each call; without, `set` gives it. */
+  constructor(path?: string) {
     this.#path = path;
   }
 
+  /** The next calls run under `fault` (undefined: none). Only for a plan without a file. */
+  set(fault: Fault | undefined): void {
+    this.#fault = fault;
+  }
+
   #current(): Fault | undefined {
+    if (this.#path === undefined) return this.#fault;
     let text: string;
     try {
       text = readFileSync(this.#path, 'utf8');
