@@ -85,7 +85,7 @@ export async function startCluster(
           uplinkMtu: uplink.mtu,
           podCIDRs,
         })
-      : new RoutedOverlay({ nl, uplinkIndex: underlayIndex });
+      : new RoutedOverlay({ nl, uplinkIndex: underlayIndex, podCIDRs });
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.
