@@ -8,6 +8,8 @@
  *   node's nftables ruleset (the guards) — the node looks exactly as before the ADD;
  * - the next ADD of the same pod (same container ID, netns, ifname) succeeds, the pod reaches its
  *   gateway, and DEL leaves the node as it was.
+ * When an undo step fails as well (a second fault), the ADD still answers an error and the DEL a
+ * runtime sends after a failed ADD removes what is left.
  * Runs on the Linux bridge and, when ovs-vswitchd is installed, on OVS (userspace datapath).
  */
 import assert from 'node:assert/strict';
@@ -35,6 +37,31 @@ const FAULTS: Array<Omit<Fault, 'id'>> = [
   { op: 'store.claim', nth: 2, when: 'after' },
   { op: 'datapath.attachPort', nth: 1, when: 'before' },
   { op: 'datapath.attachPort', nth: 1, when: 'after' },
+];
+
+/** A step fails after taking effect, then its undo (or another undo) fails too. */
+const DOUBLE: Array<{
+  name: string;
+  faults: Array<Omit<Fault, 'id'>>;
+  /** What the failed undo leaves until the DEL (the Linux bridge's port goes with its veth). */
+  leaves: (datapath: string) => keyof NodeState | undefined;
+}> = [
+  {
+    name: 'attachPort fails after it took effect, then its undo detachPort fails',
+    faults: [
+      { op: 'datapath.attachPort', nth: 1, when: 'after' },
+      { op: 'datapath.detachPort', nth: 1, when: 'before' },
+    ],
+    leaves: (datapath) => (datapath === 'ovs' ? 'flows' : undefined),
+  },
+  {
+    name: 'attachPort fails, then the rollback release of the IPv4 claim fails',
+    faults: [
+      { op: 'datapath.attachPort', nth: 1, when: 'before' },
+      { op: 'store.release', nth: 1, when: 'before' },
+    ],
+    leaves: () => 'claimFiles',
+  },
 ];
 
 interface NodeState {
@@ -131,6 +158,39 @@ for (const datapath of datapaths) {
           const ping = await run('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '2', gw]);
           assert.equal(ping.code, 0, `pod reaches ${gw}: ${ping.stdout}${ping.stderr}`);
         }
+        const del = await node.cni({ command: 'DEL', netns: pod, ...call });
+        assert.equal(del.code, 0, del.stdout);
+        await settledHostVeths(node.nodeNs, 0);
+        assert.deepEqual(await stateOf(node, pod), baseline, 'the node after DEL');
+      });
+    }
+
+    for (const d of DOUBLE) {
+      test(`${d.name}: CNI error; the runtime's DEL cleans up, the next ADD works`, async () => {
+        seq += 1;
+        node.setFault(d.faults.map((f) => ({ id: `${datapath}-${seq}`, ...f })));
+        const logsFrom = node.logs.length;
+        const failed = await node.cni({ command: 'ADD', netns: pod, ...call });
+        node.setFault(undefined);
+        assert.equal(failed.code, 1, `ADD must fail: ${failed.stdout}`);
+        assert.match((failed.json as { msg: string }).msg, new RegExp(INJECTED));
+        assert.ok(node.logs.includes('"rollback step failed"', logsFrom), 'the failed undo is logged');
+        const left = d.leaves(datapath);
+        if (left !== undefined) {
+          await settledHostVeths(node.nodeNs, 0);
+          const state = await stateOf(node, pod);
+          assert.notDeepEqual(state[left], baseline[left], `the failed undo left ${left} behind`);
+        }
+        const cleanup = await node.cni({ command: 'DEL', netns: pod, ...call });
+        assert.equal(cleanup.code, 0, cleanup.stdout);
+        await settledHostVeths(node.nodeNs, 0);
+        assert.deepEqual(await stateOf(node, pod), baseline, 'the node after the failed ADD and its DEL');
+        const ok = await node.cni({ command: 'ADD', netns: pod, ...call });
+        assert.equal(ok.code, 0, `the next ADD of the same pod: ${ok.stdout}`);
+        assert.equal(
+          await run('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '2', GATEWAY4]).then((r) => r.code),
+          0,
+        );
         const del = await node.cni({ command: 'DEL', netns: pod, ...call });
         assert.equal(del.code, 0, del.stdout);
         await settledHostVeths(node.nodeNs, 0);

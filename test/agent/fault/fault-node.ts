@@ -18,7 +18,7 @@ export class FaultNode extends TestNode {
   }
 
   /** The next calls run under `fault`; undefined: no fault. */
-  setFault(fault: Fault | undefined): void {
+  setFault(fault: Fault | Fault[] | undefined): void {
     if (fault === undefined) rmSync(this.faultFile, { force: true });
     else writeFileSync(this.faultFile, JSON.stringify(fault));
   }

@@ -1,8 +1,8 @@
 /**
  * Which seam call fails. In the test's own process, `set` says; for an agent running in another
  * process (its node namespace), a file the test writes before each CNI call says. The file holds
- * `{"id": "...", "op": "datapath.attachPort", "nth": 1, "when": "before" | "after"}` or is absent
- * (no fault). `before`: the call fails without reaching the real object; `after`: the real call
+ * `{"id": "...", "op": "datapath.attachPort", "nth": 1, "when": "before" | "after"}` (or a list of
+ * such, one id: several faults in one call, e.g. a step and then its undo) or is absent (no fault). `before`: the call fails without reaching the real object; `after`: the real call
  * completes, then the wrapper fails (the step happened, its caller hears an error).
  */
 import { readFileSync } from 'node:fs';
@@ -25,7 +25,7 @@ export const INJECTED = 'injected fault';
 export class FaultPlan {
   readonly #path: string | undefined;
   readonly #counts = new Map<string, number>();
-  #fault: Fault | undefined;
+  #faults: Fault[] = [];
 
   /** With `path`, the fault is read from that file at each call; without, `set` gives it. */
   constructor(path?: string) {
@@ -33,29 +33,30 @@ export class FaultPlan {
   }
 
   /** The next calls run under `fault` (undefined: none). Only for a plan without a file. */
-  set(fault: Fault | undefined): void {
-    this.#fault = fault;
+  set(fault: Fault | Fault[] | undefined): void {
+    this.#faults = fault === undefined ? [] : [fault].flat();
   }
 
-  #current(): Fault | undefined {
-    if (this.#path === undefined) return this.#fault;
+  #current(): Fault[] {
+    if (this.#path === undefined) return this.#faults;
     let text: string;
     try {
       text = readFileSync(this.#path, 'utf8');
     } catch {
-      return undefined;
+      return [];
     }
-    return text.trim() === '' ? undefined : (JSON.parse(text) as Fault);
+    return text.trim() === '' ? [] : [JSON.parse(text) as Fault | Fault[]].flat();
   }
 
   /** Counts one call of `op`; says when (if at all) this call must fail. */
   enter(op: string): FaultWhen | undefined {
-    const f = this.#current();
-    if (f === undefined || f.op !== op) return undefined;
-    const key = `${f.id}\0${op}`;
+    const faults = this.#current().filter((f) => f.op === op);
+    const id = faults[0]?.id;
+    if (id === undefined) return undefined;
+    const key = `${id}\0${op}`;
     const n = (this.#counts.get(key) ?? 0) + 1;
     this.#counts.set(key, n);
-    return n === f.nth ? f.when : undefined;
+    return faults.find((f) => f.nth === n)?.when;
   }
 
   /** Runs `call` through the plan: fails before it, after it, or not at all. */
