@@ -1,5 +1,6 @@
 /**
- * A bed for Overlay tests: two node namespaces on a veth underlay (`ul0`, 192.168.77.1 and .2/24),
+ * A bed for Overlay tests: two node namespaces on a veth underlay (`ul0`: 192.168.77.1 and .2/24,
+ * or fd00:77::1 and ::2/64 for an IPv6 underlay),
  * each node with one pod namespace behind a plain veth (the node holds the pod CIDR's gateway, the pod
  * the second address), and IPv4/IPv6 forwarding on in the nodes. No agent: the test drives overlays
  * itself, through a netlink socket opened in each node namespace. `cleanup` removes everything.
@@ -10,6 +11,11 @@ import { ipJson, must, run } from '../testbed/exec.js';
 import { NamespaceSet, netnsPath } from '../testbed/namespaces.js';
 
 export const UPLINK = 'ul0';
+
+/** Underlay address `n` of the bed's family (the nodes are 1 and 2; others have no namespace). */
+export function underlayAddress(family: 4 | 6, n: number): string {
+  return family === 4 ? `192.168.77.${n}` : `fd00:77::${n.toString(16)}`;
+}
 
 export interface BedNode {
   name: string;
@@ -48,9 +54,14 @@ export class OverlayBed {
   readonly #handles: NetnsHandle[] = [];
   readonly #sockets: Rtnetlink[] = [];
   nodes: BedNode[] = [];
+  readonly underlay: 4 | 6;
 
-  static async create(): Promise<OverlayBed> {
-    const bed = new OverlayBed();
+  private constructor(underlay: 4 | 6) {
+    this.underlay = underlay;
+  }
+
+  static async create(underlay: 4 | 6 = 4): Promise<OverlayBed> {
+    const bed = new OverlayBed(underlay);
     try {
       await bed.#build();
     } catch (err) {
@@ -69,13 +80,14 @@ export class OverlayBed {
     for (const [i, ns] of [a, b].entries()) {
       const n = i + 1;
       const podNs = await this.spaces.add(`ovp${n}`);
-      const underlayIP = `192.168.77.${n}`;
+      const underlayIP = underlayAddress(this.underlay, n);
       const v4 = `10.246.${n}`;
       const v6 = `fd00:246:${n}:`;
       const sh = async (...args: string[]) => must('ip', ['-n', ns, ...args]);
       const pod = async (...args: string[]) => must('ip', ['-n', podNs, ...args]);
       await sh('link', 'set', 'lo', 'up');
-      await sh('addr', 'add', `${underlayIP}/24`, 'dev', UPLINK);
+      if (this.underlay === 4) await sh('addr', 'add', `${underlayIP}/24`, 'dev', UPLINK);
+      else await sh('addr', 'add', `${underlayIP}/64`, 'dev', UPLINK, 'nodad');
       await sh('link', 'set', UPLINK, 'up');
       await sh('link', 'add', 'pv0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', podNs);
       await sh('addr', 'add', `${v4}.1/24`, 'dev', 'pv0');

@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Overlay, OverlayStatus, PeerNode } from '../../src/datapath/overlay/overlay.js';
 import { must } from '../testbed/exec.js';
-import { type BedNode, type KernelView, OverlayBed, UPLINK } from './overlay-bed.js';
+import { type BedNode, type KernelView, OverlayBed, UPLINK, underlayAddress } from './overlay-bed.js';
 
 export interface Expected {
   routes: string[];
@@ -29,8 +29,8 @@ export interface OverlayImpl {
   make(node: BedNode): Overlay;
   /** What the implementation documents for `peers`, seen from `self`. */
   expected(self: BedNode, peers: readonly PeerNode[]): Expected;
-  /** Address families the pods of two nodes can talk in. */
-  families: Array<4 | 6>;
+  /** Address families the pods of two nodes can talk in, over an underlay of `underlay`. */
+  families(underlay: 4 | 6): Array<4 | 6>;
   /** Checks what `start` made (and what it returned) on `node`. */
   checkStarted(node: BedNode, started: { vtepMac?: string }): Promise<void>;
 }
@@ -40,17 +40,21 @@ export function peerOf(node: BedNode): PeerNode {
   return { name: node.name, underlayIP: node.underlayIP, podCIDRs: [...node.podCIDRs] };
 }
 
-/** A peer with no namespace behind it: its routes exist, nothing answers. */
-const GHOST: PeerNode = {
-  name: 'node-9',
-  underlayIP: '192.168.77.9',
-  podCIDRs: ['10.246.9.0/24', 'fd00:246:9::/64'],
-};
-
 /** Kernel objects that are not podwire's, put in place before the overlay runs; they must survive. */
 async function addForeign(node: BedNode, device: string): Promise<void> {
   const ip = (...args: string[]) => must('ip', ['-n', node.ns, ...args]);
-  await ip('route', 'add', '10.99.0.0/16', 'via', '192.168.77.254', 'dev', UPLINK, 'proto', 'static');
+  await ip(
+    'route',
+    'add',
+    '10.99.0.0/16',
+    'via',
+    '192.168.77.254',
+    'dev',
+    UPLINK,
+    'onlink',
+    'proto',
+    'static',
+  );
   await ip('route', 'add', '10.98.0.0/16', 'dev', device, 'proto', 'boot');
   await ip('-6', 'route', 'add', 'fd00:99::/48', 'dev', device, 'proto', 'static');
   await ip('neigh', 'add', '192.168.77.50', 'lladdr', '02:00:00:00:00:50', 'dev', UPLINK, 'nud', 'permanent');
@@ -84,8 +88,16 @@ async function changesDuring(ns: string, fn: () => Promise<unknown>): Promise<st
     );
 }
 
-export function overlayCompliance(impl: OverlayImpl): void {
-  describe(`Overlay compliance: ${impl.name}`, () => {
+export function overlayCompliance(impl: OverlayImpl, underlay: 4 | 6): void {
+  const u = (n: number) => underlayAddress(underlay, n);
+  /** A peer with no namespace behind it: its routes exist, nothing answers. */
+  const GHOST: PeerNode = {
+    name: 'node-9',
+    underlayIP: u(9),
+    podCIDRs: ['10.246.9.0/24', 'fd00:246:9::/64'],
+  };
+
+  describe(`Overlay compliance: ${impl.name}, IPv${underlay} underlay`, () => {
     let bed: OverlayBed;
     let a: BedNode;
     let b: BedNode;
@@ -114,7 +126,7 @@ export function overlayCompliance(impl: OverlayImpl): void {
     }
 
     before(async () => {
-      bed = await OverlayBed.create();
+      bed = await OverlayBed.create(underlay);
       [a, b] = bed.nodes as [BedNode, BedNode];
       overlayA = impl.make(a);
       overlayB = impl.make(b);
@@ -153,12 +165,12 @@ export function overlayCompliance(impl: OverlayImpl): void {
         // B renumbered (another v4 CIDR), the ghost moved to another underlay address.
         [
           { ...peerOf(b), podCIDRs: ['10.246.22.0/24', b.podCIDRs[1] as string] },
-          { ...GHOST, underlayIP: '192.168.77.19' },
+          { ...GHOST, underlayIP: u(19) },
         ],
         // The ghost with another VTEP MAC than its name gives, and a new peer.
         [
           { ...GHOST, vtepMac: '0a:58:00:00:00:09' },
-          { name: 'node-8', underlayIP: '192.168.77.8', podCIDRs: ['10.246.8.0/24'] },
+          { name: 'node-8', underlayIP: u(8), podCIDRs: ['10.246.8.0/24', 'fd00:246:8::/64'] },
         ],
         [GHOST],
         [],
@@ -187,7 +199,7 @@ export function overlayCompliance(impl: OverlayImpl): void {
       // A record of a removed node whose CIDR this node has leased since, or a misconfigured file.
       const stale: PeerNode = {
         name: 'node-7',
-        underlayIP: '192.168.77.7',
+        underlayIP: u(7),
         podCIDRs: [a.podCIDRs[0] as string, '10.246.7.0/24', 'fd00:246::/56'],
       };
       const peers = [stale, peerOf(b)];
@@ -211,14 +223,14 @@ export function overlayCompliance(impl: OverlayImpl): void {
     test('the pods of two nodes reach each other', async () => {
       await overlayA.setPeers([peerOf(b)]);
       await overlayB.setPeers([peerOf(a)]);
-      for (const family of impl.families) {
+      for (const family of impl.families(underlay)) {
         const [ipA, ipB] = [a, b].map((n) => n.podIps.find((ip) => ip.includes(':') === (family === 6)));
         assert.ok(ipA && ipB);
         assert.equal(await bed.ping(a, ipB), true, `pod A -> pod B ${ipB}`);
         assert.equal(await bed.ping(b, ipA), true, `pod B -> pod A ${ipA}`);
       }
       await overlayA.setPeers([]);
-      for (const family of impl.families) {
+      for (const family of impl.families(underlay)) {
         const ipB = b.podIps.find((ip) => ip.includes(':') === (family === 6)) as string;
         assert.equal(await bed.ping(a, ipB), false, `no route to ${ipB} once B is no peer`);
       }
@@ -231,8 +243,10 @@ export function overlayCompliance(impl: OverlayImpl): void {
       const before = await bed.view(a, impl.device);
       await overlayA.stop();
       assert.deepEqual(await bed.view(a, impl.device), before);
-      const ipB = b.podIps[0] as string;
-      assert.equal(await bed.ping(a, ipB), true, 'traffic after stop');
+      for (const family of impl.families(underlay)) {
+        const ipB = b.podIps.find((ip) => ip.includes(':') === (family === 6)) as string;
+        assert.equal(await bed.ping(a, ipB), true, `traffic to ${ipB} after stop`);
+      }
       // The agent restarts: a new overlay over the same kernel state.
       overlayA = impl.make(a);
       const changes = await changesDuring(a.ns, async () => {

@@ -1,4 +1,7 @@
-/** The Overlay compliance suite on both implementations: VXLAN (encap) and plain routes (noEncap). */
+/**
+ * The Overlay compliance suite on both implementations, VXLAN (encap) and plain routes (noEncap),
+ * each over an IPv4 and an IPv6 underlay.
+ */
 import assert from 'node:assert/strict';
 import { RoutedOverlay } from '../../src/datapath/overlay/routed-overlay.js';
 import {
@@ -13,7 +16,7 @@ import { formatIp } from '../../src/ipam/ip.js';
 import { ipJson } from '../testbed/exec.js';
 import type { BedNode } from './overlay-bed.js';
 import { UPLINK } from './overlay-bed.js';
-import { type Expected, overlayCompliance } from './overlay-compliance.js';
+import { type Expected, type OverlayImpl, overlayCompliance } from './overlay-compliance.js';
 
 const UPLINK_MTU = 1500;
 
@@ -37,10 +40,10 @@ function network(cidr: string): string {
   return formatIp(c.family, c.network);
 }
 
-overlayCompliance({
+const VXLAN: OverlayImpl = {
   name: 'VxlanOverlay',
   device: VXLAN_DEVICE,
-  families: [4, 6],
+  families: () => [4, 6],
   make: (n: BedNode) =>
     new VxlanOverlay({
       nl: n.nl,
@@ -82,13 +85,13 @@ overlayCompliance({
     >(n.ns, ['-d', 'link', 'show', VXLAN_DEVICE]);
     assert.ok(link);
     assert.equal(link.address, mac);
-    assert.equal(link.mtu, UPLINK_MTU - 50);
+    assert.equal(link.mtu, UPLINK_MTU - (n.underlayIP.includes(':') ? 70 : 50));
     assert.ok(link.flags.includes('UP'));
     assert.equal(link.linkinfo.info_kind, 'vxlan');
     const d = link.linkinfo.info_data;
     assert.equal(d.id, VXLAN_VNI);
     assert.equal(d.port, VXLAN_PORT);
-    assert.equal(d.local, n.underlayIP);
+    assert.equal(d.local ?? d.local6, n.underlayIP);
     assert.equal(d.link, UPLINK);
     assert.equal(d.learning, false);
     const addrs = await ipJson<Array<{ addr_info: Array<{ local: string; prefixlen: number }> }>>(n.ns, [
@@ -105,13 +108,13 @@ overlayCompliance({
     const want = n.podCIDRs.map((c) => `${network(c)}/${c.includes(':') ? 128 : 32}`).sort();
     assert.deepEqual(have, want, 'the VXLAN device holds the network address of each own pod CIDR');
   },
-});
+};
 
-overlayCompliance({
+const ROUTED: OverlayImpl = {
   name: 'RoutedOverlay',
   device: UPLINK,
-  // The bed's underlay is IPv4: only IPv4 pod CIDRs can be routed over it.
-  families: [4],
+  // Only pod CIDRs of the underlay's family can be routed over it.
+  families: (underlay) => [underlay],
   make: (n: BedNode) => new RoutedOverlay({ nl: n.nl, uplinkIndex: n.uplinkIndex, podCIDRs: n.podCIDRs }),
   // Per peer CIDR of the underlay's family: a route via the peer's underlay IP; other CIDRs skipped.
   expected: (self, peers): Expected => {
@@ -131,4 +134,9 @@ overlayCompliance({
   checkStarted: async (_n, started) => {
     assert.deepEqual(started, {});
   },
-});
+};
+
+for (const underlay of [4, 6] as const) {
+  overlayCompliance(VXLAN, underlay);
+  overlayCompliance(ROUTED, underlay);
+}
