@@ -9,9 +9,14 @@ export class FaultyDatapath implements Datapath {
   readonly #inner: Datapath;
   readonly #plan: FaultPlan;
 
+  /** Only when the real datapath counts drops. */
+  readonly dropCounters?: () => Promise<Array<{ guard: string; packets: number }>>;
+
   constructor(inner: Datapath, plan: FaultPlan) {
     this.#inner = inner;
     this.#plan = plan;
+    const counters = inner.dropCounters?.bind(inner);
+    if (counters) this.dropCounters = () => this.#call('dropCounters', counters);
   }
 
   get kind(): string {
@@ -51,9 +56,6 @@ export class FaultyDatapath implements Datapath {
   }
   status(): DatapathStatus {
     return this.#inner.status();
-  }
-  async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
-    return (await this.#inner.dropCounters?.()) ?? [];
   }
   stop(): Promise<void> {
     return this.#inner.stop();
