@@ -76,10 +76,14 @@ export class OverlayBed {
     this.#handles.push(home);
     const a = await this.spaces.add('ova');
     const b = await this.spaces.add('ovb');
+    // No duplicate address detection on links made from here on: an address is usable at once.
+    for (const ns of [a, b])
+      await must('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.default.accept_dad=0']);
     await must('ip', ['-n', a, 'link', 'add', UPLINK, 'type', 'veth', 'peer', 'name', UPLINK, 'netns', b]);
     for (const [i, ns] of [a, b].entries()) {
       const n = i + 1;
       const podNs = await this.spaces.add(`ovp${n}`);
+      await must('ip', ['netns', 'exec', podNs, 'sysctl', '-qw', 'net.ipv6.conf.default.accept_dad=0']);
       const underlayIP = underlayAddress(this.underlay, n);
       const v4 = `10.246.${n}`;
       const v6 = `fd00:246:${n}:`;
@@ -166,10 +170,13 @@ export class OverlayBed {
     };
   }
 
-  /** Pings `to` from the pod of `from`, in that pod's namespace. */
-  async ping(from: BedNode, to: string): Promise<boolean> {
-    const r = await run('ip', ['netns', 'exec', from.podNs, 'ping', '-c', '1', '-W', '2', to]);
-    return r.code === 0;
+  /** Pings `to` from the pod of `from`, in that pod's namespace: true at the first of `tries` answered. */
+  async ping(from: BedNode, to: string, tries = 3): Promise<boolean> {
+    for (let i = 0; i < tries; i++) {
+      const r = await run('ip', ['netns', 'exec', from.podNs, 'ping', '-c', '1', '-W', '1', to]);
+      if (r.code === 0) return true;
+    }
+    return false;
   }
 
   async cleanup(): Promise<void> {

@@ -61,27 +61,50 @@ async function addForeign(node: BedNode, device: string): Promise<void> {
 }
 const FOREIGN_NEIGHBOUR = '192.168.77.50 lladdr 02:00:00:00:00:50';
 
-/** Route and neighbour changes in `ns` while `fn` runs, as `ip monitor` prints them. */
+/**
+ * Link, route and neighbour (FDB included) changes in `ns` while `fn` runs, as `ip monitor` prints
+ * them. A marker route before and after `fn` bounds the window, so that a slow monitor start or a
+ * late line cannot hide a change.
+ */
 async function changesDuring(ns: string, fn: () => Promise<unknown>): Promise<string[]> {
-  const mon: ChildProcess = spawn('ip', ['-n', ns, 'monitor', 'route', 'neigh'], {
+  const mon: ChildProcess = spawn('ip', ['-n', ns, 'monitor', 'link', 'route', 'neigh'], {
     stdio: ['ignore', 'pipe', 'ignore'],
   });
   let out = '';
   mon.stdout?.on('data', (d: Buffer) => {
     out += d.toString();
   });
+  const marker = async (n: number): Promise<string> => {
+    const dst = `198.18.0.${n}`;
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      // Re-added until the monitor shows it: the first ones may come before it subscribed.
+      await must('ip', ['-n', ns, 'route', 'replace', dst, 'dev', 'lo', 'proto', 'static']);
+      await must('ip', ['-n', ns, 'route', 'del', dst, 'dev', 'lo']);
+      for (let i = 0; i < 10 && !out.includes(`Deleted ${dst}`); i++) await sleep(10);
+      if (out.includes(`Deleted ${dst}`)) return dst;
+      if (Date.now() > deadline) throw new Error(`ip monitor never showed ${dst}: ${out}`);
+    }
+  };
+  let lines: string[];
   try {
-    await sleep(150); // ip monitor subscribes before it prints anything
+    const start = await marker(1);
     await fn();
-    await sleep(150);
+    const end = await marker(2);
+    const all = out.split('\n');
+    let from = all.length - 1;
+    while (from >= 0 && !(all[from] as string).includes(start)) from--;
+    lines = all.slice(
+      from + 1,
+      all.findIndex((l) => l.includes(end)),
+    );
   } finally {
     const exited = new Promise((res) => mon.once('exit', res));
     mon.kill('SIGTERM');
     await exited;
   }
   // The kernel's own ARP/ND traffic and IPv6 link-local configuration are not the overlay's doing.
-  return out
-    .split('\n')
+  return lines
     .filter((l) => l.trim() !== '' && !/\bfe80:/.test(l))
     .filter(
       (l) => !/\b(STALE|REACHABLE|DELAY|PROBE|INCOMPLETE|FAILED|NOARP)\b/.test(l) || /proto 250/.test(l),
@@ -232,7 +255,7 @@ export function overlayCompliance(impl: OverlayImpl, underlay: 4 | 6): void {
       await overlayA.setPeers([]);
       for (const family of impl.families(underlay)) {
         const ipB = b.podIps.find((ip) => ip.includes(':') === (family === 6)) as string;
-        assert.equal(await bed.ping(a, ipB), false, `no route to ${ipB} once B is no peer`);
+        assert.equal(await bed.ping(a, ipB, 1), false, `no route to ${ipB} once B is no peer`);
       }
     });
 
