@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
+import type { PoolStore } from '../cluster/pool-store.js';
 import { PodwireError } from '../cni/errors.js';
 import type { Datapath, GatewayAddress } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
@@ -51,12 +52,15 @@ export function gatewaysOf(podCIDRs: string[]): GatewayAddress[] {
 }
 
 /**
- * Test seams: wrappers around the datapath and the node's IPAM store the agent builds (fault
- * injection in test/agent/fault/). The agent still starts, stops and closes the wrapped objects.
+ * Test seams: wrappers around the datapath and the IPAM stores the agent builds (fault injection in
+ * test/agent/fault/). The agent still starts, stops and closes the wrapped objects.
  */
 export interface AgentSeams {
   wrapDatapath?: (datapath: Datapath) => Datapath;
-  wrapIpamStore?: (store: IpamStore) => IpamStore;
+  /** `node`: the node's pod CIDRs (stateDir/ipam); `pools`: its record of pool addresses (stateDir/pool-ipam). */
+  wrapIpamStore?: (store: IpamStore, which: 'node' | 'pools') => IpamStore;
+  /** The cluster store's pools (cluster mode with etcd). */
+  wrapPoolStore?: (pools: PoolStore) => PoolStore;
 }
 
 export class Agent {
@@ -122,15 +126,17 @@ export class Agent {
       if (!datapath) await nodeSide(config.podCIDRs, config.mtu);
       if (!datapath) throw new PodwireError('ERR_INTERNAL', 'datapath not started');
       const opened = await FileStore.open(join(config.stateDir, 'ipam'));
-      const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened) : opened;
+      const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened, 'node') : opened;
       closers.push(() => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
+      const wrapLocal = seams.wrapIpamStore;
       const pools = await startPools(
-        cluster.pools,
+        cluster.pools && seams.wrapPoolStore ? seams.wrapPoolStore(cluster.pools) : cluster.pools,
         config.cluster?.nodeName ?? '',
         config.stateDir,
         log,
         closers,
+        wrapLocal && ((local) => wrapLocal(local, 'pools')),
       );
       const ipam = new PodIpam(nodeIpam, pools);
       const announcer = new Announcer(ANNOUNCE, (key, err) =>

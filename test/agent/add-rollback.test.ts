@@ -14,15 +14,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { controlSocketPath } from '../../src/agent/control-server.js';
-import { callAgent } from '../../src/cli/control-client.js';
-import { flowKey, parseDump } from '../../src/datapath/ovs/flow-text.js';
-import { ipJson, run } from '../testbed/exec.js';
-import { linkNames, settledHostVeths } from '../testbed/inspect.js';
+import { settledHostVeths } from '../testbed/inspect.js';
 import { resultIps } from '../testbed/node.js';
 import { ovsAvailable } from '../testbed/ovs.js';
 import { FaultNode } from './fault/fault-node.js';
 import { type Fault, INJECTED } from './fault/fault-plan.js';
+import { type NodeState, reaches, stateOf } from './fault/node-state.js';
 
 const V4 = '10.244.31.0/24';
 const V6 = 'fd00:10:244:31::/64';
@@ -63,64 +60,6 @@ const DOUBLE: Array<{
     leaves: () => 'claimFiles',
   },
 ];
-
-/** Whether the pod reaches `to`: any of 3 one-second pings, sent from inside the pod's namespace. */
-async function reaches(pod: string, to: string): Promise<boolean> {
-  for (let i = 0; i < 3; i++)
-    if ((await run('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '1', to])).code === 0) return true;
-  return false;
-}
-
-interface NodeState {
-  nodeLinks: string[];
-  bridgePorts: string[];
-  podLinks: string[];
-  claimFiles: string[];
-  agentPods: unknown;
-  agentIpamUsed: number[];
-  nft: string;
-  ovsPorts?: string[];
-  ovsInterfaces?: string[];
-  flows?: string[];
-}
-
-async function stateOf(node: FaultNode, pod: string): Promise<NodeState> {
-  const control = controlSocketPath(node.socket);
-  const usage = (await callAgent(control, 'ipam')) as Array<{ used: number }>;
-  const nft = await run('ip', ['netns', 'exec', node.nodeNs, 'nft', 'list', 'ruleset']);
-  const state: NodeState = {
-    nodeLinks: (await linkNames(node.nodeNs)).sort(),
-    bridgePorts: (
-      await ipJson<Array<{ ifname: string }>>(node.nodeNs, [
-        'link',
-        'show',
-        'master',
-        node.options.bridge,
-      ]).catch(() => [])
-    )
-      .map((l) => l.ifname)
-      .sort(),
-    podLinks: (await linkNames(pod)).sort(),
-    claimFiles: node.claims().map((c) => `${c.ip} ${c.containerId} ${c.ifname}`),
-    agentPods: await callAgent(control, 'pods'),
-    agentIpamUsed: usage.map((u) => u.used),
-    // Counters move with any traffic; the rules are what must not change.
-    nft: nft.stdout.replace(/counter packets \d+ bytes \d+/g, 'counter'),
-  };
-  const ovs = node.ovs;
-  if (ovs) {
-    const bridge = node.options.bridge;
-    state.ovsPorts = (await ovs.vsctl('list-ports', bridge)).split('\n').filter((l) => l !== '');
-    state.ovsInterfaces = (await ovs.vsctl('--bare', '--columns=name', 'list', 'Interface'))
-      .split('\n')
-      .filter((l) => l !== '')
-      .sort();
-    state.flows = parseDump(await ovs.ofctl('dump-flows', bridge))
-      .map(flowKey)
-      .sort();
-  }
-  return state;
-}
 
 const datapaths: Array<'linux-bridge' | 'ovs'> = [
   'linux-bridge',
