@@ -5,8 +5,11 @@
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
+import type { PoolStore } from '../cluster/pool-store.js';
+import type { Datapath } from '../datapath/datapath.js';
 import { NodeLocalAllocator } from '../ipam/allocator.js';
 import { FileStore } from '../ipam/file-store.js';
+import type { IpamStore } from '../ipam/store.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
@@ -38,6 +41,18 @@ export const ASYNC_NETLINK_SOCKETS = 32;
 /** Three gratuitous ARPs, 50 ms apart (the issue's contract; arping -U sends the same). */
 export const ANNOUNCE = { rounds: 3, intervalMs: 50 } as const;
 
+/**
+ * Test seams: wrappers around the datapath and the stores the agent builds (fault injection in
+ * test/agent/fault/). The agent still starts, stops and closes the wrapped objects.
+ */
+export interface AgentSeams {
+  wrapDatapath?: (datapath: Datapath) => Datapath;
+  /** `node`: the node's pod CIDRs (stateDir/ipam); `pools`: its record of pool addresses (stateDir/pool-ipam). */
+  wrapIpamStore?: (store: IpamStore, which: 'node' | 'pools') => IpamStore;
+  /** The cluster store's pools (cluster mode with etcd). */
+  wrapPoolStore?: (pools: PoolStore) => PoolStore;
+}
+
 export class Agent {
   readonly ctx: AgentContext;
   readonly scheduler: Scheduler;
@@ -56,7 +71,7 @@ export class Agent {
    * Starts the agent's parts in order, each pushing its undo: if a step fails, what is already open
    * is closed in reverse order before the error is rethrown; `stop` unwinds the same stack.
    */
-  static async start(given: AgentConfig, log: Logger): Promise<Agent> {
+  static async start(given: AgentConfig, log: Logger, seams: AgentSeams = {}): Promise<Agent> {
     const undo = new UndoStack();
     try {
       const home = NetnsHandle.current();
@@ -64,21 +79,24 @@ export class Agent {
       const nl = Rtnetlink.open({ asyncSockets: ASYNC_NETLINK_SOCKETS });
       undo.push('netlink', () => nl.close());
       // In cluster mode the pod CIDRs come from the store and the MTU pays for encapsulation.
-      const opened = await openCluster(given, nl, log, undo);
-      const config: AgentConfig = { ...given, podCIDRs: opened.podCIDRs, mtu: opened.mtu };
+      const clusterOpen = await openCluster(given, nl, log, undo);
+      const config: AgentConfig = { ...given, podCIDRs: clusterOpen.podCIDRs, mtu: clusterOpen.mtu };
       // The datapath (and in bridging mode the uplink moved into it) before the overlay, which sends
       // through it.
-      const { datapath, underlayIndex } = await startNodeSide(config, nl, log, undo);
-      const cluster = await startMembership(config, opened, nl, underlayIndex, log, undo);
-      const store = await FileStore.open(join(config.stateDir, 'ipam'));
+      const { datapath, underlayIndex } = await startNodeSide(config, nl, log, undo, seams.wrapDatapath);
+      const cluster = await startMembership(config, clusterOpen, nl, underlayIndex, log, undo);
+      const opened = await FileStore.open(join(config.stateDir, 'ipam'));
+      const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened, 'node') : opened;
       undo.push('IPAM store', () => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
+      const wrapLocal = seams.wrapIpamStore;
       const pools = await startPools(
-        cluster.pools,
+        cluster.pools && seams.wrapPoolStore ? seams.wrapPoolStore(cluster.pools) : cluster.pools,
         config.cluster?.nodeName ?? '',
         config.stateDir,
         log,
         undo,
+        wrapLocal && ((local) => wrapLocal(local, 'pools')),
       );
       const ipam = new PodIpam(nodeIpam, pools);
       const announcer = new Announcer(ANNOUNCE, (key, err) =>

@@ -120,6 +120,8 @@ export class PoolAllocator {
         if (!(await this.#o.local.claim(rangeId, claim.ip, rec)))
           throw new InternalError(`pool ${req.pool}: ${claim.ip} already recorded on this node`);
       } catch (err) {
+        // A local claim that rejected may still have happened: releasing it as its owner settles that.
+        await this.#o.local.release(rangeId, claim.ip, att).catch(() => undefined);
         await this.#o.pools.release(req.pool, claim);
         throw err;
       }
@@ -144,12 +146,34 @@ export class PoolAllocator {
         `${want.source}: ${want.value} is not an address of pool ${pool.pool.name} (ranges ${pool.pool.ranges.join(', ')}; network, gateway and broadcast excluded)`,
       );
     const text = formatIp(ip.family, ip.value);
-    const claim = await this.#o.pools.claim(pool.pool.name, text, owner);
+    const claim = await this.#claimOne(pool.pool.name, text, owner);
     if (claim) return claim;
     const holder = await this.#o.pools.claimOf(pool.pool.name, text);
     throw new AlreadyAllocatedError(
       `${want.source}: ${text} in pool ${pool.pool.name} is already held${holder ? ` by ${holder.owner.pod ?? holder.owner.containerId} on node ${holder.owner.node}` : ''}`,
     );
+  }
+
+  /**
+   * One cluster claim. A claim that rejected may still have been made (its answer lost): if the store
+   * now names this very call's owner, it is released before the error goes on.
+   */
+  async #claimOne(pool: string, ip: string, owner: PoolClaimOwner) {
+    try {
+      return await this.#o.pools.claim(pool, ip, owner);
+    } catch (err) {
+      const held = await this.#o.pools.claimOf(pool, ip).catch(() => undefined);
+      const o = held?.owner;
+      if (
+        held &&
+        o?.node === owner.node &&
+        o.containerId === owner.containerId &&
+        o.ifname === owner.ifname &&
+        o.createdAt === owner.createdAt
+      )
+        await this.#o.pools.release(pool, held).catch(() => undefined);
+      throw err;
+    }
   }
 
   async #claimAny(pool: ParsedPool, owner: PoolClaimOwner) {
@@ -160,7 +184,7 @@ export class PoolAllocator {
     const start = Math.floor(Math.random() * free.length);
     for (let i = 0; i < free.length; i++) {
       const ip = free[(start + i) % free.length] as string;
-      const claim = await this.#o.pools.claim(name, ip, owner);
+      const claim = await this.#claimOne(name, ip, owner);
       if (claim) return claim;
     }
     throw new IpamExhaustedError(

@@ -122,7 +122,7 @@ export async function startMembership(
           uplinkMtu: uplink.mtu,
           podCIDRs,
         })
-      : new RoutedOverlay({ nl, uplinkIndex: underlayIndex ?? uplink.index });
+      : new RoutedOverlay({ nl, uplinkIndex: underlayIndex ?? uplink.index, podCIDRs });
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.

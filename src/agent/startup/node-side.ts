@@ -32,8 +32,11 @@ export async function startNodeSide(
   nl: Rtnetlink,
   log: Logger,
   undo: UndoStack,
+  /** A test seam (AgentSeams.wrapDatapath). */
+  wrap?: (datapath: Datapath) => Datapath,
 ): Promise<NodeSide> {
-  const datapath = createDatapath(config, nl, gatewaysOf(config.podCIDRs), log);
+  const made = createDatapath(config, nl, gatewaysOf(config.podCIDRs), log);
+  const datapath = wrap ? wrap(made) : made;
   await datapath.start();
   undo.push('datapath', () => datapath.stop());
   const common = { nl, target: gatewayInterface(config), datapath, stateDir: config.stateDir, log };

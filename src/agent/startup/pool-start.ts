@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { PoolStore } from '../../cluster/pool-store.js';
 import { FileStore } from '../../ipam/file-store.js';
 import { PoolAllocator } from '../../ipam/pool-allocator.js';
+import type { IpamStore } from '../../ipam/store.js';
 import type { Logger } from '../log.js';
 import type { UndoStack } from '../undo-stack.js';
 
@@ -27,10 +28,13 @@ export async function startPools(
   stateDir: string,
   log: Logger,
   undo: UndoStack,
+  /** A test seam (AgentSeams.wrapIpamStore). */
+  wrapLocal?: (store: IpamStore) => IpamStore,
 ): Promise<PoolAllocator | undefined> {
   if (!pools) return undefined;
   const dir = join(stateDir, 'pool-ipam');
-  const local = await FileStore.open(dir);
+  const opened = await FileStore.open(dir);
+  const local = wrapLocal ? wrapLocal(opened) : opened;
   undo.push('pool IPAM store', () => local.close());
   const entries = await readdir(dir, { withFileTypes: true });
   const localRanges = entries

@@ -2,6 +2,7 @@
  * Converging the routes of one output device to a desired set: the routes are podwire's own
  * (rtm_protocol RTPROT_PODWIRE), so anything else on the device is left alone.
  */
+import { type Prefix, prefixesOverlap } from '../../base/ip.js';
 import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { RTPROT_PODWIRE } from './overlay.js';
@@ -41,4 +42,12 @@ export function convergeRoutes(nl: Rtnetlink, oif: number, desired: readonly Pee
       protocol: RTPROT_PODWIRE,
     });
   }
+}
+
+/**
+ * Whether a peer's CIDR overlaps one of this node's own pod CIDRs (a stale record, a misconfigured
+ * file): such a CIDR is never routed to a peer, and the rest of the peers are still programmed.
+ */
+export function overlapsOwn(cidr: Prefix, own: readonly Prefix[]): boolean {
+  return own.some((o) => prefixesOverlap(o, cidr));
 }

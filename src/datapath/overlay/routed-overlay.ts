@@ -7,11 +7,13 @@
 import { parsePrefixOrThrow } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
-import { convergeRoutes, type PeerRoute } from './peer-routes.js';
+import { convergeRoutes, overlapsOwn, type PeerRoute } from './peer-routes.js';
 
 export interface RoutedOverlayOptions {
   nl: Rtnetlink;
   uplinkIndex: number;
+  /** This node's pod CIDRs: a peer CIDR that overlaps one is never routed. */
+  podCIDRs?: readonly string[];
 }
 
 export class RoutedOverlay implements Overlay {
@@ -31,6 +33,7 @@ export class RoutedOverlay implements Overlay {
   async setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus> {
     const status: OverlayStatus = { peers: [], skipped: [] };
     const routes: PeerRoute[] = [];
+    const own = (this.#o.podCIDRs ?? []).map((c) => parsePrefixOrThrow(c));
     for (const p of peers) {
       const v6Underlay = p.underlayIP.includes(':');
       for (const cidr of p.podCIDRs) {
@@ -40,6 +43,10 @@ export class RoutedOverlay implements Overlay {
             name: p.name,
             reason: `${c.text}: another family than the underlay ${p.underlayIP}`,
           });
+          continue;
+        }
+        if (overlapsOwn(c, own)) {
+          status.skipped.push({ name: p.name, reason: `${c.text}: overlaps this node's pod CIDRs` });
           continue;
         }
         routes.push({ dst: c.text, gateway: p.underlayIP, onlink: false });

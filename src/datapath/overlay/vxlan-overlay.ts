@@ -12,7 +12,7 @@ import { formatIp, parsePrefixOrThrow } from '../../base/ip.js';
 import { localUnicastMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
-import { convergeRoutes, type PeerRoute } from './peer-routes.js';
+import { convergeRoutes, overlapsOwn, type PeerRoute } from './peer-routes.js';
 
 export const VXLAN_DEVICE = 'podwire-vxlan';
 export const VXLAN_VNI = 1;
@@ -107,11 +107,16 @@ export class VxlanOverlay implements Overlay {
     const routes: PeerRoute[] = [];
     const neighs = new Map<string, string>(); // peer network address -> VTEP MAC
     const fdb = new Map<string, string>(); // VTEP MAC -> underlay IP
+    const own = this.#o.podCIDRs.map((c) => parsePrefixOrThrow(c));
     for (const p of peers) {
       // Every node derives its VTEP MAC from its name, so a peer's is known even when no record says it.
       const mac = p.vtepMac ?? vtepMacFor(p.name);
       for (const cidr of p.podCIDRs) {
         const c = parsePrefixOrThrow(cidr);
+        if (overlapsOwn(c, own)) {
+          status.skipped.push({ name: p.name, reason: `${c.text}: overlaps this node's pod CIDRs` });
+          continue;
+        }
         const net = formatIp(c.family, c.network);
         routes.push({ dst: c.text, gateway: net, onlink: true });
         neighs.set(net, mac);
