@@ -21,6 +21,16 @@ type RelayAnswer = Pick<CniAnswer, 'exitCode' | 'stdout'>;
  */
 const MAX_REQUEST = (1 << 20) + (64 << 10);
 
+/**
+ * A relay sends its whole request at once; a connection that has not finished sending it by then is
+ * closed (a stuck or hostile client must not hold a descriptor for ever). Waiting for the answer has
+ * no such bound: an ADD may take as long as it takes, and the relay has its own timeout.
+ */
+export const REQUEST_READ_TIMEOUT_MS = 5000;
+
+/** Connections at once; more are refused by the kernel side of accept (the relay then says 11). */
+export const MAX_CONNECTIONS = 1024;
+
 export interface RelayRequest {
   env: Record<string, string>;
   stdin: Buffer;
@@ -66,11 +76,14 @@ export class CniServer {
     this.#log = log;
     // allowHalfOpen: the relay half-closes after its request and reads the answer afterwards.
     this.#server = createServer({ allowHalfOpen: true }, (sock) => this.#serve(sock, handle));
+    this.#server.maxConnections = MAX_CONNECTIONS;
   }
 
   /** Listens on the path (replacing a stale socket file) with mode 0600. */
   async listen(): Promise<void> {
-    await listenUnix(this.#server, this.path);
+    await listenUnix(this.#server, this.path, (err) =>
+      this.#log.error('CNI socket error (serving on)', { err: err.message }),
+    );
   }
 
   /** Stops accepting; waits for calls in progress to answer. */
@@ -90,6 +103,7 @@ export class CniServer {
     this.#sockets.add(sock);
     const chunks: Buffer[] = [];
     let size = 0;
+    sock.setTimeout(REQUEST_READ_TIMEOUT_MS, () => sock.destroy());
     sock.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_REQUEST) {
@@ -106,6 +120,7 @@ export class CniServer {
       chunks.push(chunk);
     });
     sock.on('end', () => {
+      sock.setTimeout(0);
       if (size > MAX_REQUEST) return;
       let answer: Promise<RelayAnswer>;
       try {

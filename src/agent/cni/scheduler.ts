@@ -2,6 +2,7 @@
  * Request scheduling (docs/architecture.md, I3): calls on the same attachment run one after another, in arrival
  * order; calls on different attachments run in parallel, at most `limit` at once.
  */
+import { TryAgainError } from '../../base/errors.js';
 
 /** Told when the scheduler goes from idle to busy and back (e.g. `IdleRelease`). Must not throw. */
 export interface SchedulerHooks {
@@ -11,18 +12,24 @@ export interface SchedulerHooks {
   idle(): void;
 }
 
+/** Calls accepted at once (running, waiting for a slot or for their key); more are told to try again. */
+export const MAX_PENDING = 4096;
+
 export class Scheduler {
   readonly limit: number;
+  readonly maxPending: number;
+  #pending = 0;
   readonly #hooks: SchedulerHooks | undefined;
   /** Tail of the queue per key; an entry exists if and only if a call on that key is queued or running. */
   readonly #tails = new Map<string, Promise<void>>();
   #running = 0;
   readonly #waiting: Array<() => void> = [];
 
-  constructor(limit: number, hooks?: SchedulerHooks) {
+  constructor(limit: number, hooks?: SchedulerHooks, maxPending = MAX_PENDING) {
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError(`scheduler limit must be >= 1, got ${limit}`);
     this.limit = limit;
+    this.maxPending = maxPending;
     this.#hooks = hooks;
   }
 
@@ -45,8 +52,24 @@ export class Scheduler {
     return new Set(this.#tails.keys());
   }
 
-  /** Runs `fn` once every earlier call with the same key has settled and a slot is free. */
+  /**
+   * Runs `fn` once every earlier call with the same key has settled and a slot is free. With
+   * `maxPending` calls already accepted, refuses at once with ERR_TRY_AGAIN (CNI 11): the wait
+   * queue is bounded, so a flood of calls cannot grow the agent's memory without end.
+   */
   async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    if (this.#pending >= this.maxPending) {
+      throw new TryAgainError(`agent busy: ${this.#pending} calls in progress or queued`);
+    }
+    this.#pending++;
+    try {
+      return await this.#run(key, fn);
+    } finally {
+      this.#pending--;
+    }
+  }
+
+  async #run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key);
     let release!: () => void;
     const mine = new Promise<void>((resolve) => {

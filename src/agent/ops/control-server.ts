@@ -34,7 +34,9 @@ export class ControlServer {
   }
 
   async listen(): Promise<void> {
-    await listenUnix(this.#server, this.path);
+    await listenUnix(this.#server, this.path, (err) =>
+      this.#log.error('control socket error (serving on)', { err: err.message }),
+    );
   }
 
   async close(): Promise<void> {

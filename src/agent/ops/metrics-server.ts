@@ -5,8 +5,10 @@ import { type Counter, type Histogram, renderSampled, type Sampled } from './met
 
 export class MetricsServer {
   readonly #server: Server;
+  readonly #log: Logger;
 
   constructor(collectors: ReadonlyArray<Counter | Histogram>, sampled: readonly Sampled[], log: Logger) {
+    this.#log = log;
     this.#server = createServer((req, res) => {
       if (req.method !== 'GET' || (req.url !== '/metrics' && req.url !== '/')) {
         res.writeHead(404).end('not found: GET /metrics\n');
@@ -36,6 +38,10 @@ export class MetricsServer {
         resolve();
       });
     });
+    // For good: a failed accept (EMFILE) is logged, not fatal.
+    this.#server.on('error', (err) =>
+      this.#log.error('metrics server error (serving on)', { err: err.message }),
+    );
     const bound = this.#server.address();
     return typeof bound === 'object' && bound ? bound.port : Number(m[2]);
   }
