@@ -12,13 +12,14 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
   rmSync,
   writeSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DatapathError, InvalidConfigError } from '../../base/errors.js';
 import type { Datapath } from '../../datapath/datapath.js';
 import { AF_INET, AF_INET6, KernelError } from '../../kernel/libc.js';
@@ -77,7 +78,9 @@ function movable(route: Route): boolean {
   return !(route.family === AF_INET6 && route.dst?.toLowerCase().startsWith('fe80:'));
 }
 
+/** Writes `path` whole or not at all, creating its directory (a first start may not have one yet). */
 function writeDurably(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const tmp = `${path}.tmp`;
   const fd = openSync(tmp, 'w', 0o600);
   try {
