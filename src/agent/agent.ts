@@ -97,6 +97,7 @@ export class Agent {
         log,
         undo,
         wrapLocal && ((local) => wrapLocal(local, 'pools')),
+        clusterOpen.cluster?.store,
       );
       const ipam = new PodIpam(nodeIpam, pools);
       const announcer = new Announcer(ANNOUNCE, (key, err) =>

@@ -1,9 +1,12 @@
 /** `podwire pool create|list|show|delete`: the cluster's IP pools, straight from the cluster store. */
 import { loadAgentConfig } from '../agent/config.js';
 import { InvalidConfigError } from '../base/errors.js';
+import { parseIp } from '../base/ip.js';
 import { openClusterStore } from '../cluster/config.js';
-import { parseIpPool } from '../cluster/ip-pool.js';
+import { parseIpPool, poolContains } from '../cluster/ip-pool.js';
+import { nodeAddressesOf } from '../cluster/node-addresses.js';
 import type { PoolStore } from '../cluster/pool-store.js';
+import type { ClusterStore } from '../cluster/store.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 import { DEFAULT_CONFIG_PATH } from './control-client.js';
@@ -13,7 +16,7 @@ const TIMEOUT_MS = 15_000;
 
 async function withPools<T>(
   args: CliArgs,
-  fn: (pools: PoolStore, signal: AbortSignal) => Promise<T>,
+  fn: (pools: PoolStore, signal: AbortSignal, store: ClusterStore) => Promise<T>,
 ): Promise<T> {
   const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
   if (!config.cluster) throw new InvalidConfigError('the configuration has no cluster: section');
@@ -21,7 +24,7 @@ async function withPools<T>(
   try {
     if (!store.pools)
       throw new InvalidConfigError(`${store.description} keeps no IP pools (pools need etcd)`);
-    return await fn(store.pools, AbortSignal.timeout(TIMEOUT_MS));
+    return await fn(store.pools, AbortSignal.timeout(TIMEOUT_MS), store);
   } finally {
     await store.close();
   }
@@ -56,10 +59,19 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     return 2;
   }
   const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
-  return withPools(args, async (pools, signal) => {
+  return withPools(args, async (pools, signal, store) => {
     switch (verb) {
       case 'create': {
         const pool = poolFromArgs(name as string, args);
+        const parsed = parseIpPool(pool, `pool ${pool.name}`);
+        const covered = [...(await nodeAddressesOf(store))].filter(([ip]) => {
+          const v = parseIp(ip);
+          return v !== undefined && v.family === parsed.family && poolContains(parsed, v.value);
+        });
+        if (covered.length > 0)
+          throw new InvalidConfigError(
+            `pool ${pool.name}: its ranges cover node addresses (${covered.map(([ip, node]) => `${ip} of ${node}`).join(', ')}); leave them out`,
+          );
         if (!(await pools.createPool(pool, { signal })))
           throw new InvalidConfigError(`pool ${pool.name} already exists`);
         if (args.json) json(pool);

@@ -50,6 +50,12 @@ export interface PoolAllocatorOptions {
   localRanges: string[];
   node: string;
   now?: () => Date;
+  /**
+   * Every registered node's underlay address, asked at each allocation (the cluster's node records).
+   * A pod never gets one: both datapaths' guards would then let it speak as that node (failure 2 by a
+   * legitimate claim).
+   */
+  nodeAddresses?: () => Promise<ReadonlyMap<string, string>>;
 }
 
 export function poolRangeId(p: ParsedPool): string {
@@ -112,7 +118,10 @@ export class PoolAllocator {
         createdAt,
       };
       if (req.pod !== undefined) owner.pod = req.pod;
-      const claim = req.ip ? await this.#claimFixed(pool, req.ip, owner) : await this.#claimAny(pool, owner);
+      const nodes = (await this.#o.nodeAddresses?.()) ?? new Map<string, string>();
+      const claim = req.ip
+        ? await this.#claimFixed(pool, req.ip, owner, nodes)
+        : await this.#claimAny(pool, owner, nodes);
       const rangeId = poolRangeId(pool);
       const rec: AllocationRecord = { containerId: att.containerId, ifname: att.ifname, createdAt };
       if (req.pod !== undefined) rec.pod = req.pod;
@@ -139,13 +148,23 @@ export class PoolAllocator {
     });
   }
 
-  async #claimFixed(pool: ParsedPool, want: { value: string; source: string }, owner: PoolClaimOwner) {
+  async #claimFixed(
+    pool: ParsedPool,
+    want: { value: string; source: string },
+    owner: PoolClaimOwner,
+    nodes: ReadonlyMap<string, string>,
+  ) {
     const ip = parseIp(want.value);
     if (!ip || ip.family !== pool.family || !poolContains(pool, ip.value))
       throw new InvalidConfigError(
         `${want.source}: ${want.value} is not an address of pool ${pool.pool.name} (ranges ${pool.pool.ranges.join(', ')}; network, gateway and broadcast excluded)`,
       );
     const text = formatIp(ip.family, ip.value);
+    const node = nodes.get(text);
+    if (node !== undefined)
+      throw new InvalidConfigError(
+        `${want.source}: ${text} is the address of node ${node}; a pod may not take a node's address`,
+      );
     const claim = await this.#claimOne(pool.pool.name, text, owner);
     if (claim) return claim;
     const holder = await this.#o.pools.claimOf(pool.pool.name, text);
@@ -176,9 +195,9 @@ export class PoolAllocator {
     }
   }
 
-  async #claimAny(pool: ParsedPool, owner: PoolClaimOwner) {
+  async #claimAny(pool: ParsedPool, owner: PoolClaimOwner, nodes: ReadonlyMap<string, string>) {
     const name = pool.pool.name;
-    const taken = new Set((await this.#o.pools.claims(name)).map((c) => c.ip));
+    const taken = new Set([...(await this.#o.pools.claims(name)).map((c) => c.ip), ...nodes.keys()]);
     const free = [...poolAddresses(pool)].map((v) => formatIp(pool.family, v)).filter((ip) => !taken.has(ip));
     // Start at a random free address: racing nodes then rarely contend for the same key.
     const start = Math.floor(Math.random() * free.length);

@@ -5,7 +5,9 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { nodeAddressesOf } from '../../cluster/node-addresses.js';
 import type { PoolStore } from '../../cluster/pool-store.js';
+import type { ClusterStore } from '../../cluster/store.js';
 import { FileStore } from '../../ipam/file-store.js';
 import { PoolAllocator } from '../../ipam/pool-allocator.js';
 import type { IpamStore } from '../../ipam/store.js';
@@ -30,6 +32,8 @@ export async function startPools(
   undo: UndoStack,
   /** A test seam (AgentSeams.wrapIpamStore). */
   wrapLocal?: (store: IpamStore) => IpamStore,
+  /** The cluster's node records, whose addresses no pod may take (issue 15, finding 3). */
+  nodes?: ClusterStore,
 ): Promise<PoolAllocator | undefined> {
   if (!pools) return undefined;
   const dir = join(stateDir, 'pool-ipam');
@@ -41,7 +45,14 @@ export async function startPools(
     .filter((e) => e.isDirectory())
     .map((e) => rangeIdOfDir(e.name))
     .filter((r) => r !== undefined);
-  const allocator = await PoolAllocator.open({ pools, local, localRanges, node });
+  const nodeAddresses = nodes && (() => nodeAddressesOf(nodes));
+  const allocator = await PoolAllocator.open({
+    pools,
+    local,
+    localRanges,
+    node,
+    ...(nodeAddresses ? { nodeAddresses } : {}),
+  });
   try {
     const sync = await allocator.syncWithStore();
     if (sync.conflicts.length > 0)
