@@ -16,6 +16,7 @@ import { attachmentKey, hostVethName } from './host-veth.js';
 import type { Logger } from './log.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podMac } from './pod-mac.js';
+import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
 import { Rollback } from './rollback.js';
 import { StepTimer } from './step-timer.js';
 
@@ -68,6 +69,7 @@ export async function cmdAdd(
     if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
     t.mark('veth');
 
+    podIgnoresRouterAdvertisements(podNs, home, att.ifname);
     const pod = configurePodInterface(podNl, att.ifname, allocations);
     if (!datapath.podTxChecksumming) {
       using ethtool = inNetns(podNs, home, () => EthtoolSocket.open());

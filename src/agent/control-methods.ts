@@ -45,7 +45,11 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     pid: process.pid,
     startedAt: started.toISOString(),
     podCIDRs: ctx.config.podCIDRs,
-    datapath: { kind: ctx.datapath.kind, ...ctx.datapath.status() },
+    datapath: {
+      kind: ctx.datapath.kind,
+      ...ctx.datapath.status(),
+      podGuards: ctx.datapath.podGuards ?? 'on',
+    },
     pods: attachments.size,
     requestsInFlight: scheduler.inFlight,
     announcementFrames: ctx.announcer.framesSent,

@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { configurePodInterface } from '../../src/agent/pod-interface.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
+import { NfTables } from '../../src/kernel/netlink/nf-tables.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { nftIn } from '../../src/kernel/nft.js';
@@ -142,6 +143,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl,
       nft: nftIn(nodeNs),
+      nf: inNetns(node, home, () => NfTables.open()),
       bridge: 'pwtbr-v',
       mtu: 1500,
       gateways: [{ family: 4, address: '10.250.0.1', prefixLength: 24 }],
@@ -215,6 +217,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl: () => undefined,
       nft: nftIn(nodeNs),
+      nf: inNetns(handles[1] as NetnsHandle, home, () => NfTables.open()),
       bridge: 'pwtbr-w',
       mtu: 1500,
       gateways: [],
