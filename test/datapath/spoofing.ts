@@ -8,7 +8,8 @@
  * Each test names the product lines it depends on: on the Linux bridge, a rule of
  * `src/datapath/linux-bridge/pod-guard.ts` (CHAINS) and the per-pod elements of `podGuardKeys`; on OVS,
  * a flow of `src/datapath/ovs/pipeline.ts`. With the Linux bridge's guards removed (`podGuards: off`,
- * checked when this suite was written: see decision 17) every test here fails on that datapath.
+ * checked when this suite was written: see decision 17) every test here fails on that datapath, and
+ * each fails on its own assertion when only the rule it names is taken out of the kernel's table.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -361,7 +362,29 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       await counted('ND_GUARD', before, 9);
     });
 
-    // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop`. OVS: table 0's vlan_tci drop flow.
+    // Linux bridge: ns_guard (`@pod_ns_sll`, `counter name ND_GUARD drop`). OVS: table 30's NS flows.
+    test("a neighbour solicitation with another MAC as source link-layer address leaves the victim's entry alone", async () => {
+      const a = attacker;
+      await ping(third.ns, a.v6);
+      const before = await drops('ND_GUARD');
+      const ns = (sll: string) =>
+        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.v6}', dst='${third.v6}', hlim=255)/ICMPv6ND_NS(tgt='${third.v6}')/ICMPv6NDOptSrcLLAddr(lladdr='${sll}')`;
+      await scapy.send(ns(FOREIGN_MAC), 3);
+      await scapy.send(ns(neighbour.mac), 3);
+      const seen = await snmp(third.ns, 'Icmp6InNeighborSolicits');
+      await scapy.send(ns(a.mac), 1);
+      assert.ok(
+        await eventually(async () => (await snmp(third.ns, 'Icmp6InNeighborSolicits')) > seen),
+        'the genuine NS arrived',
+      );
+      await sleep(200);
+      assert.equal(await neighMac(third.ns, a.v6, 'eth0'), a.mac, "the third pod's entry for the attacker");
+      await counted('ND_GUARD', before, 6);
+    });
+
+    // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop` (with that rule gone, the guard
+    // chain's last rule, `counter name CLASSIFIER drop`, still drops a tagged frame: the test fails only
+    // when tagged frames are let through). OVS: table 0's vlan_tci drop flow.
     test('a frame the pod tags itself (802.1Q) never reaches the victim', async () => {
       const a = attacker;
       const to = `Ether(src='${a.mac}', dst='${third.mac}')`;
