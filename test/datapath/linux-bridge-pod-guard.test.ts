@@ -35,7 +35,7 @@ describe('pod guard before the port comes up', () => {
   });
 
   // Depends on bridge-datapath.ts `#attach`: `this.#pods?.add(port)` before `setMaster`/`setLinkUp`.
-  test("the pod's elements are in the kernel when the port joins the bridge and when it comes up", async () => {
+  test("the pod's elements are in the kernel when the port joins the bridge and when it comes up; no nft after start", async () => {
     const nodeNs = await spaces.add('gnode');
     const podNsName = await spaces.add('gpod');
     const home = NetnsHandle.current();
@@ -66,16 +66,29 @@ describe('pod guard before the port comes up', () => {
         };
       },
     });
+    // `nft` runs at start only: the port's attach, check and removal must not spawn it (issue 12).
+    const nftCalls: string[] = [];
+    const realNft = nftIn(nodeNs);
     const dp = new BridgeDatapath({
       nl: watched,
       nf,
-      nft: nftIn(nodeNs),
+      nft: {
+        apply: (script) => {
+          nftCalls.push('apply');
+          return realNft.apply(script);
+        },
+        run: (args) => {
+          nftCalls.push(`run ${args.join(' ')}`);
+          return realNft.run(args);
+        },
+      },
       sysctl: (k, v) => inNetns(node, home, () => writeSysctl(k, v)),
       bridge: 'pwtbr-g',
       mtu: 1500,
       gateways: [{ family: 4, address: '10.251.0.1', prefixLength: 24 }],
     });
     await dp.start();
+    const atStart = nftCalls.length;
     assert.equal(missingPodGuard(nf, identity), 'pod_ports', 'no guard before attach');
     await dp.attachPort({
       hostIfname: 'pwtg0',
@@ -89,6 +102,8 @@ describe('pod guard before the port comes up', () => {
     await dp.checkPort('pwtg0');
     await dp.isolatePort('pwtg0');
     assert.equal(missingPodGuard(nf, identity), 'pod_ports', 'gone once isolated (DEL)');
+    await dp.detachPort('pwtg0');
+    assert.deepEqual(nftCalls.slice(atStart), [], 'no nft process after start');
     await dp.stop();
     nl.deleteLinkByName('pwtg0');
   });
