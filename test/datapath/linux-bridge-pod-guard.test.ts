@@ -193,3 +193,39 @@ describe('pod guard through ADD, CHECK, restart and DEL (agent)', () => {
     assert.equal(await elementsOf(veth), 0, await nftList(node.nodeNs));
   });
 });
+
+describe('podGuards: off (agent)', () => {
+  const node = new TestNode({ podCIDRs: ['10.244.34.0/24'], config: { podGuards: 'off' } });
+  before(() => node.setup());
+  after(() => node.cleanup());
+
+  // Depends on bridge-datapath.ts #startPodGuards (the warning) and cli/commands.ts (the status line).
+  test('the agent warns at start, podwire status says so, and pods are attached without a guard', async () => {
+    assert.match(node.logs, /pod guards are off \(podGuards: off\)/);
+    const r = await run(`${ROOT}/bin/podwire`, ['status', '--config', node.configPath]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /pod guards: +OFF \(podGuards: off\)/);
+    const pod = await node.addPod('unguarded');
+    const add = await node.cni({ command: 'ADD', containerId: 'unguarded', netns: pod });
+    assert.equal(add.code, 0, add.stdout);
+    const table = await run('ip', [
+      'netns',
+      'exec',
+      node.nodeNs,
+      'nft',
+      'list',
+      'table',
+      'bridge',
+      POD_GUARD_TABLE,
+    ]);
+    assert.notEqual(table.code, 0, 'no guard table');
+    const check = await node.cni({
+      command: 'CHECK',
+      containerId: 'unguarded',
+      netns: pod,
+      conf: { prevResult: add.json },
+    });
+    assert.equal(check.code, 0, check.stdout);
+    assert.equal((await node.cni({ command: 'DEL', containerId: 'unguarded', netns: pod })).code, 0);
+  });
+});
