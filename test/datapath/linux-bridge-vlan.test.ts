@@ -81,6 +81,12 @@ const skip = notRoot
 describe('Linux bridge datapath: pool VLANs', { skip }, () => {
   const spaces = new NamespaceSet();
   const handles: NetnsHandle[] = [];
+  /** The pod guards' nf_tables sockets in the node namespace. */
+  const nfs: NfTables[] = [];
+  const track = (nf: NfTables) => {
+    nfs.push(nf);
+    return nf;
+  };
   let nl: Rtnetlink;
   let dp: BridgeDatapath;
   let home: NetnsHandle;
@@ -143,7 +149,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl,
       nft: nftIn(nodeNs),
-      nf: inNetns(node, home, () => NfTables.open()),
+      nf: track(inNetns(node, home, () => NfTables.open())),
       bridge: 'pwtbr-v',
       mtu: 1500,
       gateways: [{ family: 4, address: '10.250.0.1', prefixLength: 24 }],
@@ -177,6 +183,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
   after(async () => {
     await dp?.stop();
     nl?.close();
+    for (const n of nfs) n.close();
     for (const h of handles) h.close();
     await spaces.cleanup();
   });
@@ -217,7 +224,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl: () => undefined,
       nft: nftIn(nodeNs),
-      nf: inNetns(handles[1] as NetnsHandle, home, () => NfTables.open()),
+      nf: track(inNetns(handles[1] as NetnsHandle, home, () => NfTables.open())),
       bridge: 'pwtbr-w',
       mtu: 1500,
       gateways: [],
