@@ -295,7 +295,7 @@ export class BridgeDatapath implements Datapath {
       this.#ownNf = undefined;
       throw new PodwireError(
         'ERR_DATAPATH',
-        `pod guards cannot be installed: they need nf_tables with the bridge family (CONFIG_NF_TABLES, CONFIG_NF_TABLES_BRIDGE) and the nft program; set podGuards: off to run without them (${String(err)})`,
+        `pod guards cannot be installed: they need nf_tables with the bridge family (CONFIG_NF_TABLES, CONFIG_NF_TABLES_BRIDGE; where built as modules, nf_tables and nft_meta_bridge loadable) and the nft program; set podGuards: off to run without them (${String(err)})`,
       );
     }
   }
