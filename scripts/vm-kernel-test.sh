@@ -62,7 +62,8 @@ for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021
   load_order "kernel/$m.ko"
 done
 # nft lists every kind of object when it starts: all of nftables' own modules, as modprobe would.
-for m in "$mods"/net/netfilter/nft_*.ko "$mods"/net/netfilter/nf_flow_table*.ko; do
+# The bridge family's own expressions too (its meta keys: the Linux bridge's pod guards, decision 17).
+for m in "$mods"/net/netfilter/nft_*.ko "$mods"/net/netfilter/nf_flow_table*.ko "$mods"/net/bridge/netfilter/nft_*.ko; do
   load_order "kernel/${m#"$mods/"}"
 done
 test_mods=("${ordered[@]}")

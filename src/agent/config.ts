@@ -35,6 +35,8 @@ export interface AgentConfig {
   metricsAddress?: string;
   /** Bridging mode: the uplink joins the pod bridge and the node's identity moves to the bridge interface. */
   bridging?: BridgingSettings;
+  /** linux-bridge: the pods' identity guards (decision 17); `off` only for kernels without nf_tables' bridge family. */
+  podGuards: 'on' | 'off';
 }
 
 export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
@@ -47,6 +49,7 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   socket: '/run/podwire/cni.sock',
   stateDir: '/var/lib/podwire',
   maxParallel: 128,
+  podGuards: 'on',
 };
 
 /** The bridge of `datapath: ovs` when the config names none. */
@@ -65,6 +68,7 @@ const KEYS = new Set([
   'maxParallel',
   'metricsAddress',
   'bridging',
+  'podGuards',
   ...CLUSTER_KEYS,
 ]);
 /** Keys that mean something only to the OVS datapath. */
@@ -182,6 +186,15 @@ export function parseAgentConfig(text: string): AgentConfig {
         `must be the cluster uplink (${cfg.cluster.uplink}): the node's underlay IP moves with it`,
       );
     cfg.bridging = { uplink: b.uplink };
+  }
+  if (obj.podGuards !== undefined) {
+    // YAML 1.1 readers turn a bare off into false; both spellings mean the same.
+    const v = obj.podGuards === false ? 'off' : obj.podGuards === true ? 'on' : obj.podGuards;
+    if (v !== 'on' && v !== 'off')
+      throw bad('podGuards', `${JSON.stringify(obj.podGuards)} is not one of on, off`);
+    if (v === 'off' && cfg.datapath !== 'linux-bridge')
+      throw bad('podGuards', 'only the Linux bridge can run without its guards (the OVS pipeline is them)');
+    cfg.podGuards = v;
   }
   return cfg;
 }

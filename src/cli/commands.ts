@@ -38,7 +38,7 @@ export const COMMANDS: Record<string, Command> = {
         pid: number;
         startedAt: string;
         podCIDRs: string[];
-        datapath: { kind: string; ready: boolean; reason?: string };
+        datapath: { kind: string; ready: boolean; reason?: string; podGuards?: string };
         pods: number;
         requestsInFlight: number;
         announcementFrames: number;
@@ -68,6 +68,7 @@ export const COMMANDS: Record<string, Command> = {
         `agent:        pid ${s.pid}, up ${age(s.startedAt)}`,
         `pod CIDRs:    ${s.podCIDRs.join(', ')}`,
         `datapath:     ${s.datapath.kind} (${dp})`,
+        `pod guards:   ${s.datapath.podGuards === 'off' ? 'OFF (podGuards: off)' : 'on'}`,
         `pods:         ${s.pods}`,
         `in flight:    ${s.requestsInFlight}`,
         `announced:    ${s.announcementFrames} frames`,

@@ -56,6 +56,8 @@ export interface Datapath {
    * offload (OVS's userspace datapath): ADD then turns tx-checksumming off on the pod side of the veth.
    */
   readonly podTxChecksumming: boolean;
+  /** Whether pods' frames meet the identity guards (decision 17); absent: always on (OVS). */
+  readonly podGuards?: 'on' | 'off';
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
   start(): Promise<void>;
   /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { podMac } from '../../src/agent/cni/pod-mac.js';
+import { podMac } from '../../src/base/pod-mac.js';
 
 test('the pod MAC follows the IPv4 address (0a:58 + its bytes)', () => {
   assert.equal(podMac(['10.244.1.2']), '0a:58:0a:f4:01:02');

@@ -17,6 +17,7 @@ import { BROADCAST_MAC, ZERO_MAC } from '../../src/base/mac.js';
 import type { Datapath, GatewayAddress } from '../../src/datapath/datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
 import { KernelError } from '../../src/kernel/libc.js';
+import { NfTables } from '../../src/kernel/netlink/nf-tables.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { type Nft, nftIn } from '../../src/kernel/nft.js';
@@ -41,6 +42,8 @@ export interface DatapathEnv {
   nodeNs: string;
   /** Applies nftables scripts in the node namespace. */
   nft: Nft;
+  /** nf_tables over netlink in the node namespace (the Linux bridge's pod guards). */
+  nf: NfTables;
 }
 
 const GATEWAYS: GatewayAddress[] = [{ family: 4, address: '10.250.0.1', prefixLength: 24 }];
@@ -86,13 +89,15 @@ export function datapathCompliance(
       handles.push(node);
       const nl = inNetns(node, home, () => Rtnetlink.open());
       const sysctl: SysctlWriter = (key, value) => inNetns(node, home, () => writeSysctl(key, value));
-      env = { nl, sysctl, gateways: GATEWAYS, nodeNs, nft: nftIn(nodeNs) };
+      const nf = inNetns(node, home, () => NfTables.open());
+      env = { nl, sysctl, gateways: GATEWAYS, nodeNs, nft: nftIn(nodeNs), nf };
       await hooks.before?.(env);
     });
     after(async () => {
       for (const dp of made) await dp.stop();
       await hooks.after?.();
       env?.nl.close();
+      env?.nf.close();
       for (const h of handles) h.close();
       await spaces.cleanup();
     });

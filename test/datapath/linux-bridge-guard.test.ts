@@ -30,7 +30,7 @@ after(async () => {
   await spaces.cleanup();
 });
 
-test('without nft (or the egress hook) the bridge starts, works, and warns once', async () => {
+test('without nft (or the egress hook) the bridge starts with podGuards: off, works, and warns once for each guard', async () => {
   assert.ok(nl);
   const [home, node] = handles as [NetnsHandle, NetnsHandle];
   const failing: Nft = {
@@ -47,6 +47,7 @@ test('without nft (or the egress hook) the bridge starts, works, and warns once'
     sysctl: (k, v) => inNetns(node, home, () => writeSysctl(k, v)),
     nft: failing,
     warn: (msg) => warnings.push(msg),
+    podGuards: false,
     bridge: 'pwtbr-ng',
     mtu: 1500,
     gateways: [{ family: 4, address: '10.252.0.1', prefixLength: 24 }],
@@ -54,8 +55,35 @@ test('without nft (or the egress hook) the bridge starts, works, and warns once'
   await dp.start();
   assert.deepEqual(dp.status(), { ready: true });
   await dp.start();
-  assert.equal(warnings.length, 1, warnings.join('; '));
+  assert.equal(warnings.length, 2, warnings.join('; '));
   assert.match(warnings[0] ?? '', /gateway ARP guard not installed/);
+  assert.match(warnings[1] ?? '', /pod guards are off/);
+  assert.equal(dp.podGuards, 'off');
   assert.deepEqual(await dp.dropCounters(), [{ guard: 'GATEWAY_ARP_GUARD', packets: 0 }]);
+  await dp.stop();
+});
+
+test('without what the pod guards need, the bridge refuses to start and names it (unless podGuards: off)', async () => {
+  assert.ok(nl);
+  const [home, node] = handles as [NetnsHandle, NetnsHandle];
+  const failing: Nft = {
+    apply: async () => {
+      throw new DatapathError('nft exited 1: Error: Could not process rule: Operation not supported');
+    },
+    run: async () => '',
+  };
+  const dp = new BridgeDatapath({
+    nl,
+    sysctl: (k, v) => inNetns(node, home, () => writeSysctl(k, v)),
+    nft: failing,
+    bridge: 'pwtbr-ng2',
+    mtu: 1500,
+    gateways: [{ family: 4, address: '10.253.0.1', prefixLength: 24 }],
+  });
+  await assert.rejects(
+    dp.start(),
+    /pod guards cannot be installed: .*CONFIG_NF_TABLES_BRIDGE.*podGuards: off/,
+  );
+  assert.equal(dp.status().ready, false);
   await dp.stop();
 });

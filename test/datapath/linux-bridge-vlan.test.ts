@@ -15,6 +15,7 @@ import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { configurePodInterface } from '../../src/agent/cni/pod-interface.js';
 import { BridgeDatapath } from '../../src/datapath/linux-bridge/bridge-datapath.js';
 import type { Allocation } from '../../src/ipam/allocator.js';
+import { NfTables } from '../../src/kernel/netlink/nf-tables.js';
 import { Rtnetlink } from '../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { nftIn } from '../../src/kernel/nft.js';
@@ -80,6 +81,12 @@ const skip = notRoot
 describe('Linux bridge datapath: pool VLANs', { skip }, () => {
   const spaces = new NamespaceSet();
   const handles: NetnsHandle[] = [];
+  /** The pod guards' nf_tables sockets in the node namespace. */
+  const nfs: NfTables[] = [];
+  const track = (nf: NfTables) => {
+    nfs.push(nf);
+    return nf;
+  };
   let nl: Rtnetlink;
   let dp: BridgeDatapath;
   let home: NetnsHandle;
@@ -142,6 +149,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl,
       nft: nftIn(nodeNs),
+      nf: track(inNetns(node, home, () => NfTables.open())),
       bridge: 'pwtbr-v',
       mtu: 1500,
       gateways: [{ family: 4, address: '10.250.0.1', prefixLength: 24 }],
@@ -175,6 +183,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
   after(async () => {
     await dp?.stop();
     nl?.close();
+    for (const n of nfs) n.close();
     for (const h of handles) h.close();
     await spaces.cleanup();
   });
@@ -215,6 +224,7 @@ describe('Linux bridge datapath: pool VLANs', { skip }, () => {
       nl,
       sysctl: () => undefined,
       nft: nftIn(nodeNs),
+      nf: track(inNetns(handles[1] as NetnsHandle, home, () => NfTables.open())),
       bridge: 'pwtbr-w',
       mtu: 1500,
       gateways: [],

@@ -3,6 +3,7 @@
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
 import { InterfaceExistsError } from '../../base/errors.js';
+import { podMac } from '../../base/pod-mac.js';
 import type { Attachment, CniResult } from '../../cni/types.js';
 import type { Allocation } from '../../ipam/allocator.js';
 import type { PoolRequest } from '../../ipam/pool-allocator.js';
@@ -16,7 +17,7 @@ import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
 import { attachmentKey, hostVethName } from './host-veth.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
-import { podMac } from './pod-mac.js';
+import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
 import { StepTimer } from './step-timer.js';
 
 const EEXIST = 17;
@@ -65,6 +66,7 @@ export async function cmdAdd(
     if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
     t.mark('veth');
 
+    podIgnoresRouterAdvertisements(podNs, home, att.ifname);
     const pod = configurePodInterface(podNl, att.ifname, allocations);
     if (!datapath.podTxChecksumming) {
       using ethtool = inNetns(podNs, home, () => EthtoolSocket.open());

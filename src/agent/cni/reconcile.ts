@@ -4,10 +4,11 @@
  * ADD interrupted) while the agent was down; a podwire host veth without an allocation is a leftover of
  * an interrupted DEL. Surviving pods keep their addresses and are re-attached to the datapath.
  */
+
+import { podMac } from '../../base/pod-mac.js';
 import type { Attachment } from '../../cni/types.js';
 import type { AgentContext } from '../context.js';
 import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
-import { podMac } from './pod-mac.js';
 
 export interface ReconcileReport {
   kept: number;

@@ -1,8 +1,8 @@
 /** What the control socket answers: the agent's state as the CLI shows it. */
 
+import { podMac } from '../../base/pod-mac.js';
 import { attachmentKey } from '../../ipam/store.js';
 import { hostVethName } from '../cni/host-veth.js';
-import { podMac } from '../cni/pod-mac.js';
 import { reconcile } from '../cni/reconcile.js';
 import type { Scheduler } from '../cni/scheduler.js';
 import type { AgentContext } from '../context.js';
@@ -47,7 +47,11 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     pid: process.pid,
     startedAt: started.toISOString(),
     podCIDRs: ctx.config.podCIDRs,
-    datapath: { kind: ctx.datapath.kind, ...ctx.datapath.status() },
+    datapath: {
+      kind: ctx.datapath.kind,
+      ...ctx.datapath.status(),
+      podGuards: ctx.datapath.podGuards ?? 'on',
+    },
     pods: attachments.size,
     requestsInFlight: scheduler.inFlight,
     announcementFrames: ctx.announcer.framesSent,

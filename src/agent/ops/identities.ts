@@ -5,9 +5,9 @@
  */
 
 import { formatIp } from '../../base/ip.js';
+import { podMac } from '../../base/pod-mac.js';
 import { parseCidr } from '../../ipam/cidr.js';
 import { attachmentKey } from '../../ipam/store.js';
-import { podMac } from '../cni/pod-mac.js';
 import type { AgentContext } from '../context.js';
 import { gatewayInterface } from '../startup/datapath-select.js';
 

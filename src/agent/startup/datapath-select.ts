@@ -28,6 +28,7 @@ export function createDatapath(
       return new BridgeDatapath({
         ...common,
         ...(log ? { warn: (msg, fields) => log.warn(msg, fields) } : {}),
+        podGuards: config.podGuards !== 'off',
       });
     case 'ovs':
       return new OvsDatapath({

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CheckFailedError, DatapathError } from '../../base/errors.js';
 import { randomLocalMac } from '../../base/mac.js';
 import { KernelError } from '../../kernel/libc.js';
+import { NfTables } from '../../kernel/netlink/nf-tables.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import type { Nft } from '../../kernel/nft.js';
@@ -15,6 +16,7 @@ import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
+import { PodGuards } from './pod-guards.js';
 
 export interface BridgeDatapathOptions {
   /** A netlink socket in the node namespace, owned by the caller. */
@@ -28,6 +30,13 @@ export interface BridgeDatapathOptions {
   nft: Nft;
   /** Told, once, when the gateway's ARP guard cannot be installed. */
   warn?: (message: string, fields: Record<string, unknown>) => void;
+  /** The pods' guards (pod-guard.ts); default true. False: `podGuards: off`, warned at start. */
+  podGuards?: boolean;
+  /**
+   * nf_tables over netlink in the node namespace, owned by the caller; when absent, start() opens one
+   * in the calling thread's namespace (the agent's, which is the node's) and stop() closes it.
+   */
+  nf?: NfTables;
 }
 
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
@@ -45,6 +54,11 @@ export class BridgeDatapath implements Datapath {
   /** Whether the bridge filters VLANs; undefined until start() asked the kernel. */
   #vlanFiltering: boolean | undefined;
   #guardWarned = false;
+  #podGuardsWarned = false;
+  /** The pods' guards; undefined until start(), and when they are off. */
+  #pods: PodGuards | undefined;
+  /** The nf_tables socket start() opened itself, closed by stop(). */
+  #ownNf: NfTables | undefined;
 
   constructor(options: BridgeDatapathOptions) {
     this.#o = options;
@@ -64,6 +78,7 @@ export class BridgeDatapath implements Datapath {
     if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
     await this.#guardArp(link.mac ?? '', []);
+    await this.#startPodGuards();
     this.#bridgeIndex = link.index;
     // With VLAN filtering on from the start, every port is an untagged member of VLAN 1 only: a frame
     // a pod tags itself is dropped where it enters, instead of leaving the uplink on a VLAN of the
@@ -101,7 +116,13 @@ export class BridgeDatapath implements Datapath {
    * when the port forwards is what lets the pod announce itself right after (I5).
    */
   async attachPort(port: PodPort): Promise<void> {
+    await this.#attach(port, true);
+  }
+
+  /** `guarded`: a pod's port, which gets its guard before it joins the bridge and comes up. */
+  async #attach(port: PodPort, guarded: boolean): Promise<void> {
     const nl = this.#o.nl;
+    if (guarded) this.#pods?.add(port);
     const vlan = port.vlan ?? 0;
     if (vlan) this.#requireVlanFiltering(vlan);
     nl.setMaster(port.hostIfindex, this.#requireBridge());
@@ -138,14 +159,17 @@ export class BridgeDatapath implements Datapath {
       uplink.mac,
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
-    await this.attachPort({
-      hostIfname: uplink.ifname,
-      hostIfindex: uplink.index,
-      containerId: '',
-      ifname: '',
-      podMac: '',
-      podIps: [],
-    });
+    await this.#attach(
+      {
+        hostIfname: uplink.ifname,
+        hostIfindex: uplink.index,
+        containerId: '',
+        ifname: '',
+        podMac: '',
+        podIps: [],
+      },
+      false,
+    );
     this.#uplinkIndex = uplink.index;
     // Pods of a VLAN attached before (an agent restart re-attaches the uplink): the uplink carries them.
     for (const vid of this.#podVlans()) this.#o.nl.addBridgeVlan(uplink.index, vid);
@@ -167,15 +191,17 @@ export class BridgeDatapath implements Datapath {
   /** Equivalent to: `bridge link set dev HOSTVETH state 0` (disabled); nothing to do when the link is gone. */
   async isolatePort(hostIfname: string): Promise<void> {
     const link = this.#o.nl.linkByName(hostIfname);
-    if (!link || link.masterIndex !== this.#bridgeIndex) return;
-    this.#o.nl.setBridgePortState(link.index, BR_STATE_DISABLED);
+    if (link && link.masterIndex === this.#bridgeIndex)
+      this.#o.nl.setBridgePortState(link.index, BR_STATE_DISABLED);
+    // The guard leaves with the port (DEL isolates, then deletes the veth).
+    this.#pods?.remove(hostIfname);
   }
 
   /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */
   async detachPort(hostIfname: string): Promise<void> {
     const link = this.#o.nl.linkByName(hostIfname);
-    if (!link || link.masterIndex !== this.#bridgeIndex) return;
-    this.#o.nl.setMaster(link.index, 0);
+    if (link && link.masterIndex === this.#bridgeIndex) this.#o.nl.setMaster(link.index, 0);
+    this.#pods?.remove(hostIfname);
   }
 
   async checkPort(hostIfname: string): Promise<void> {
@@ -185,19 +211,26 @@ export class BridgeDatapath implements Datapath {
       throw new CheckFailedError(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
     }
     if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
+    this.#pods?.check(hostIfname);
   }
 
   async ports(): Promise<string[]> {
     const index = this.#requireBridge();
-    return this.#o.nl
+    const names = this.#o.nl
       .links()
       .filter((l) => l.masterIndex === index)
       .map((l) => l.name);
+    // A guard whose veth is gone (the agent was down at DEL) is a port for reconcile to detach.
+    for (const name of this.#pods?.names() ?? []) if (!names.includes(name)) names.push(name);
+    return names;
   }
 
   /** What the gateway's ARP guard dropped (gateway-arp-guard.ts). */
   async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
-    return [{ guard: 'GATEWAY_ARP_GUARD', packets: await gatewayArpGuardDrops(this.#o.nft) }];
+    return [
+      { guard: 'GATEWAY_ARP_GUARD', packets: await gatewayArpGuardDrops(this.#o.nft) },
+      ...(this.#pods?.drops() ?? []),
+    ];
   }
 
   status(): DatapathStatus {
@@ -209,8 +242,50 @@ export class BridgeDatapath implements Datapath {
     return { ready: true };
   }
 
+  /** Whether pods are guarded (`podwire status`): off only with `podGuards: off`. */
+  get podGuards(): 'on' | 'off' {
+    return this.#o.podGuards === false ? 'off' : 'on';
+  }
+
   async stop(): Promise<void> {
     this.#bridgeIndex = 0;
+    this.#pods = undefined;
+    this.#ownNf?.close();
+    this.#ownNf = undefined;
+  }
+
+  /**
+   * The pods' guards (pod-guard.ts): the table by `nft`, once, then the elements of the pods the kernel
+   * already guards read back (a restart). A kernel or node without what they need stops the start,
+   * naming it, unless the operator turned them off.
+   */
+  async #startPodGuards(): Promise<void> {
+    if (this.#o.podGuards === false) {
+      if (this.#podGuardsWarned) return;
+      this.#podGuardsWarned = true;
+      this.#o.warn?.(
+        'pod guards are off (podGuards: off): a pod on this bridge can claim any address or MAC',
+        {
+          bridge: this.#o.bridge,
+        },
+      );
+      return;
+    }
+    if (this.#pods) return;
+    let nf = this.#o.nf;
+    try {
+      if (!nf) {
+        nf = NfTables.open();
+        this.#ownNf = nf;
+      }
+      this.#pods = await PodGuards.start(this.#o.nft, nf);
+    } catch (err) {
+      this.#ownNf?.close();
+      this.#ownNf = undefined;
+      throw new DatapathError(
+        `pod guards cannot be installed: they need nf_tables with the bridge family (CONFIG_NF_TABLES, CONFIG_NF_TABLES_BRIDGE; where built as modules, nf_tables and nft_meta_bridge loadable) and the nft program; set podGuards: off to run without them (${String(err)})`,
+      );
+    }
   }
 
   /** The VLANs (other than the default, 1) of the bridge's ports, the uplink's aside: one dump of each kind. */

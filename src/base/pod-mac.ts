@@ -5,8 +5,8 @@
  * address is handed to a new pod, and lets anyone who knows a pod's address know its MAC.
  */
 import { isIPv4 } from 'node:net';
-import { ipToBytes } from '../../base/ip.js';
-import { formatMac } from '../../base/mac.js';
+import { ipToBytes } from './ip.js';
+import { formatMac } from './mac.js';
 
 export function podMac(ips: readonly string[]): string {
   const v4 = ips.find((ip) => isIPv4(ip));

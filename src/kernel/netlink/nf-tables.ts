@@ -1,0 +1,106 @@
+/**
+ * A synchronous nf_tables client over NETLINK_NETFILTER, for what changes per pod: elements of sets
+ * that rules installed once (by `nft`, at agent start) look up. Adding or removing a pod's elements is
+ * one batch in one datagram, committed by the kernel as one transaction; no process is spawned.
+ */
+import { NfnetlinkSocket } from './nfnetlink-socket.js';
+import {
+  decodeCounterObj,
+  decodeSetElemKeys,
+  encodeObjDump,
+  encodeSetElemList,
+  type NftCounter,
+} from './nft-set-elem.js';
+import { NLM_F_CREATE } from './uapi/netlink.js';
+import {
+  NFT_MSG_DELSETELEM,
+  NFT_MSG_GETOBJ,
+  NFT_MSG_GETSETELEM,
+  NFT_MSG_NEWSETELEM,
+  NFT_OBJECT_COUNTER,
+} from './uapi/nf-tables.js';
+
+/** Keys of one set. */
+export interface SetKeys {
+  set: string;
+  keys: Uint8Array[];
+}
+
+export class NfTables implements Disposable {
+  readonly #sock: NfnetlinkSocket;
+
+  private constructor(sock: NfnetlinkSocket) {
+    this.#sock = sock;
+  }
+
+  /** Opens a client bound to the calling thread's current network namespace. */
+  static open(options: { receiveTimeoutMs?: number } = {}): NfTables {
+    return new NfTables(NfnetlinkSocket.open(options));
+  }
+
+  /**
+   * Equivalent to: `nft add element FAMILY TABLE SET { KEY, ... }` for every set, in one transaction.
+   * An element already there is no error.
+   */
+  addElements(family: number, table: string, groups: readonly SetKeys[]): void {
+    this.#sock.batch(
+      groups
+        .filter((g) => g.keys.length > 0)
+        .map((g) => ({
+          type: NFT_MSG_NEWSETELEM,
+          flags: NLM_F_CREATE,
+          family,
+          attrs: encodeSetElemList(table, g.set, g.keys),
+        })),
+    );
+  }
+
+  /**
+   * Equivalent to: `nft delete element FAMILY TABLE SET { KEY, ... }` for every set, in one transaction.
+   * Fails (ENOENT) and removes nothing when any element is missing.
+   */
+  deleteElements(family: number, table: string, groups: readonly SetKeys[]): void {
+    this.#sock.batch(
+      groups
+        .filter((g) => g.keys.length > 0)
+        .map((g) => ({
+          type: NFT_MSG_DELSETELEM,
+          flags: 0,
+          family,
+          attrs: encodeSetElemList(table, g.set, g.keys),
+        })),
+    );
+  }
+
+  /**
+   * Equivalent to: `nft get element FAMILY TABLE SET { KEY, ... }`: throws ENOENT when one of them (or
+   * the set, or the table) is missing.
+   */
+  getElements(family: number, table: string, set: string, keys: readonly Uint8Array[]): void {
+    if (keys.length === 0) return;
+    this.#sock.request(NFT_MSG_GETSETELEM, family, encodeSetElemList(table, set, keys));
+  }
+
+  /** Equivalent to: `nft list set FAMILY TABLE SET`: the keys of every element. */
+  listElements(family: number, table: string, set: string): Uint8Array[] {
+    return this.#sock
+      .dump(NFT_MSG_GETSETELEM, family, encodeSetElemList(table, set, []))
+      .flatMap((m) => decodeSetElemKeys(m.payload.subarray(4)).keys);
+  }
+
+  /** Equivalent to: `nft list counters table FAMILY TABLE`. */
+  counters(family: number, table: string): NftCounter[] {
+    return this.#sock
+      .dump(NFT_MSG_GETOBJ, family, encodeObjDump(table, NFT_OBJECT_COUNTER))
+      .map((m) => decodeCounterObj(m.payload.subarray(4)))
+      .filter((c): c is NftCounter => c !== undefined && c.table === table);
+  }
+
+  close(): void {
+    this.#sock.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

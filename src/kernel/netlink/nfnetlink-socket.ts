@@ -1,0 +1,225 @@
+/**
+ * One NETLINK_NETFILTER socket, for nf_tables (nfnetlink(7) has no man page; the protocol is
+ * linux/netfilter/nfnetlink.h): every message starts with struct nfgenmsg, and changes travel in a
+ * batch (BEGIN, messages, END) that the kernel commits as one transaction, all of it or none. Like
+ * `NetlinkSocket`, it is bound to the namespace the calling thread is in when `open()` runs.
+ */
+import { constants } from 'node:os';
+import * as libc from '../libc.js';
+import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
+import { decodeDone, decodeNlMsgErr } from './nlmsgerr.js';
+import * as N from './uapi/netlink.js';
+import { nftMsgName } from './uapi/nf-tables.js';
+import {
+  NETLINK_NETFILTER,
+  NFGENMSG_LEN,
+  NFNETLINK_V0,
+  NFNL_MSG_BATCH_BEGIN,
+  NFNL_MSG_BATCH_END,
+  NFNL_SUBSYS_NFTABLES,
+} from './uapi/nfnetlink.js';
+
+/** struct nfgenmsg followed by the message's attributes. */
+export function nfgenPayload(family: number, attrs: Uint8Array, resId = 0): Uint8Array {
+  const out = new Uint8Array(NFGENMSG_LEN + attrs.length);
+  out[0] = family;
+  out[1] = NFNETLINK_V0;
+  new DataView(out.buffer).setUint16(2, resId, false);
+  out.set(attrs, NFGENMSG_LEN);
+  return out;
+}
+
+/** One nf_tables message of a batch: `type` is NFT_MSG_*, `attrs` encoded attributes. */
+export interface NftBatchMessage {
+  type: number;
+  flags: number;
+  family: number;
+  attrs: Uint8Array;
+}
+
+function sockaddrNl(): Buffer {
+  const sa = Buffer.alloc(12);
+  sa.writeUInt16LE(libc.AF_NETLINK, 0);
+  return sa;
+}
+
+const MSG_PEEK = 0x02;
+const MSG_TRUNC = 0x20;
+
+export class NfnetlinkSocket implements Disposable {
+  #fd: number;
+  #seq: number;
+  #buf = Buffer.allocUnsafe(64 * 1024);
+  readonly #timeoutMs: number;
+  readonly #kernel = sockaddrNl();
+
+  private constructor(fd: number, timeoutMs: number) {
+    this.#fd = fd;
+    this.#timeoutMs = timeoutMs;
+    this.#seq = Date.now() >>> 0;
+  }
+
+  /** Opens a NETLINK_NETFILTER socket in the calling thread's current network namespace. */
+  static open(options: { receiveTimeoutMs?: number } = {}): NfnetlinkSocket {
+    const timeoutMs = options.receiveTimeoutMs ?? 5000;
+    const fd = libc.socket(libc.AF_NETLINK, libc.SOCK_RAW, NETLINK_NETFILTER);
+    try {
+      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_EXT_ACK, 1);
+      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_CAP_ACK, 1);
+      libc.setReceiveTimeout(fd, timeoutMs);
+      libc.bind(fd, sockaddrNl());
+      return new NfnetlinkSocket(fd, timeoutMs);
+    } catch (err) {
+      libc.close(fd);
+      throw err;
+    }
+  }
+
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  /**
+   * Sends the messages as one batch, in one datagram, each with NLM_F_ACK, and waits for every ack.
+   * The kernel applies all of them or none; the first error is thrown, named after its message.
+   */
+  batch(messages: readonly NftBatchMessage[]): void {
+    if (messages.length === 0) return;
+    const fd = this.#openFd();
+    const parts: Uint8Array[] = [];
+    const pending = new Map<number, number>();
+    const next = () => {
+      this.#seq = (this.#seq + 1) >>> 0;
+      return this.#seq;
+    };
+    const batchHeader = (type: number) =>
+      encodeMessage(
+        { type, flags: N.NLM_F_REQUEST, seq: next(), pid: 0 },
+        nfgenPayload(0, new Uint8Array(0), NFNL_SUBSYS_NFTABLES),
+      );
+    parts.push(batchHeader(NFNL_MSG_BATCH_BEGIN));
+    for (const m of messages) {
+      const seq = next();
+      const type = (NFNL_SUBSYS_NFTABLES << 8) | m.type;
+      pending.set(seq, type);
+      parts.push(
+        encodeMessage(
+          { type, flags: m.flags | N.NLM_F_REQUEST | N.NLM_F_ACK, seq, pid: 0 },
+          nfgenPayload(m.family, m.attrs),
+        ),
+      );
+    }
+    parts.push(batchHeader(NFNL_MSG_BATCH_END));
+    const datagram = concatBytes(parts);
+    const sent = libc.sendto(
+      fd,
+      Buffer.from(datagram.buffer, datagram.byteOffset, datagram.length),
+      0,
+      this.#kernel,
+    );
+    if (sent !== datagram.length) throw new NetlinkProtocolError(`sent ${sent} of ${datagram.length} bytes`);
+    const deadline = Date.now() + this.#timeoutMs;
+    while (pending.size > 0) {
+      for (const m of this.#receive(deadline)) {
+        if (m.header.type !== N.NLMSG_ERROR) continue;
+        const type = pending.get(m.header.seq);
+        if (type === undefined) continue; // an answer to an earlier batch that timed out
+        pending.delete(m.header.seq);
+        const e = decodeNlMsgErr(m);
+        // The kernel aborted the whole batch: the other messages' acks no longer matter.
+        if (e.error !== 0) throw new libc.KernelError(nftMsgName(type), -e.error, e.extack.msg);
+      }
+    }
+  }
+
+  /** A GET request without NLM_F_DUMP (e.g. named set elements): its answers, until the ack. */
+  request(type: number, family: number, attrs: Uint8Array): NetlinkMessage[] {
+    const fullType = (NFNL_SUBSYS_NFTABLES << 8) | type;
+    const seq = this.#send(fullType, N.NLM_F_REQUEST | N.NLM_F_ACK, nfgenPayload(family, attrs));
+    const replies: NetlinkMessage[] = [];
+    const deadline = Date.now() + this.#timeoutMs;
+    for (;;) {
+      for (const m of this.#receive(deadline)) {
+        if (m.header.seq !== seq) continue;
+        if (m.header.type === N.NLMSG_ERROR) {
+          const e = decodeNlMsgErr(m);
+          if (e.error !== 0) throw new libc.KernelError(nftMsgName(type), -e.error, e.extack.msg);
+          return replies;
+        }
+        if (m.header.type !== N.NLMSG_NOOP) replies.push(m);
+      }
+    }
+  }
+
+  /** A dump (NLM_F_DUMP): every message until NLMSG_DONE; an interrupted dump is retried. */
+  dump(type: number, family: number, attrs: Uint8Array): NetlinkMessage[] {
+    const fullType = (NFNL_SUBSYS_NFTABLES << 8) | type;
+    for (let attempt = 0; ; attempt++) {
+      const seq = this.#send(fullType, N.NLM_F_REQUEST | N.NLM_F_DUMP, nfgenPayload(family, attrs));
+      const out: NetlinkMessage[] = [];
+      let interrupted = false;
+      const deadline = Date.now() + this.#timeoutMs;
+      let done = false;
+      while (!done) {
+        for (const m of this.#receive(deadline)) {
+          if (m.header.seq !== seq) continue;
+          if ((m.header.flags & N.NLM_F_DUMP_INTR) !== 0) interrupted = true;
+          if (m.header.type === N.NLMSG_DONE) {
+            const d = decodeDone(m);
+            if (d.error !== 0) throw new libc.KernelError(nftMsgName(type), -d.error, d.extack.msg);
+            done = true;
+          } else if (m.header.type === N.NLMSG_ERROR) {
+            const e = decodeNlMsgErr(m);
+            if (e.error !== 0) throw new libc.KernelError(nftMsgName(type), -e.error, e.extack.msg);
+            done = true;
+          } else if (m.header.type !== N.NLMSG_NOOP) out.push(m);
+        }
+      }
+      if (!interrupted) return out;
+      if (attempt >= 5) throw new libc.KernelError(nftMsgName(type), constants.errno.EINTR);
+    }
+  }
+
+  #send(type: number, flags: number, payload: Uint8Array): number {
+    const fd = this.#openFd();
+    this.#seq = (this.#seq + 1) >>> 0;
+    const seq = this.#seq;
+    const msg = encodeMessage({ type, flags, seq, pid: 0 }, payload);
+    const sent = libc.sendto(fd, Buffer.from(msg.buffer, msg.byteOffset, msg.length), 0, this.#kernel);
+    if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
+    return seq;
+  }
+
+  #receive(deadline: number): NetlinkMessage[] {
+    const fd = this.#openFd();
+    if (Date.now() > deadline) throw new libc.KernelError('recv', constants.errno.ETIMEDOUT);
+    try {
+      const size = libc.recv(fd, this.#buf, MSG_PEEK | MSG_TRUNC);
+      if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
+      const n = libc.recv(fd, this.#buf, 0);
+      return decodeMessages(new Uint8Array(this.#buf.subarray(0, n)));
+    } catch (err) {
+      if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
+        throw new libc.KernelError('recv', constants.errno.ETIMEDOUT, undefined, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  #openFd(): number {
+    if (this.#fd < 0) throw new NetlinkClosedError('nfnetlink');
+    return this.#fd;
+  }
+
+  close(): void {
+    const fd = this.#fd;
+    if (fd < 0) return;
+    this.#fd = -1;
+    libc.close(fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
