@@ -23,6 +23,7 @@ import type { AgentContext } from './context.js';
 import type { Logger } from './log.js';
 import { controlMethods } from './ops/control-methods.js';
 import { ControlServer, controlSocketPath } from './ops/control-server.js';
+import { HealthServer } from './ops/health-server.js';
 import { IDLE_RELEASE_QUIET_MS, IdleRelease, v8Gc } from './ops/idle-release.js';
 import { CniMetrics } from './ops/metrics.js';
 import { agentGauges } from './ops/metrics-gauges.js';
@@ -119,6 +120,11 @@ export class Agent {
         );
         await server.listen(config.metricsAddress);
         undo.push('metrics server', () => server.close());
+      }
+      if (config.healthAddress) {
+        const health = new HealthServer(ctx, log);
+        undo.push('health server', () => health.close());
+        await health.listen(config.healthAddress);
       }
       const control = new ControlServer(
         controlSocketPath(config.socket),

@@ -8,6 +8,7 @@ import { parse as parseYaml } from 'yaml';
 import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
+import { DEFAULT_HEALTH_ADDRESS } from './ops/health-server.js';
 import type { BridgingSettings } from './startup/bridging.js';
 
 export interface AgentConfig {
@@ -33,6 +34,8 @@ export interface AgentConfig {
   cluster?: ClusterSettings;
   /** The Prometheus endpoint, "host:port"; off when absent. */
   metricsAddress?: string;
+  /** HOST:PORT of /livez and /readyz; undefined: off. */
+  healthAddress?: string;
   /** Bridging mode: the uplink joins the pod bridge and the node's identity moves to the bridge interface. */
   bridging?: BridgingSettings;
   /** linux-bridge: the pods' identity guards (decision 17); `off` only for kernels without nf_tables' bridge family. */
@@ -50,6 +53,7 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   stateDir: '/var/lib/podwire',
   maxParallel: 128,
   podGuards: 'on',
+  healthAddress: DEFAULT_HEALTH_ADDRESS,
 };
 
 /** The bridge of `datapath: ovs` when the config names none. */
@@ -67,6 +71,7 @@ const KEYS = new Set([
   'stateDir',
   'maxParallel',
   'metricsAddress',
+  'healthAddress',
   'bridging',
   'podGuards',
   ...CLUSTER_KEYS,
@@ -170,6 +175,13 @@ export function parseAgentConfig(text: string): AgentConfig {
       throw bad('metricsAddress', 'must be HOST:PORT, e.g. 127.0.0.1:9105 or [::1]:9105');
     }
     cfg.metricsAddress = v;
+  }
+  if (obj.healthAddress !== undefined) {
+    const v = obj.healthAddress;
+    if (v === 'off') delete cfg.healthAddress;
+    else if (typeof v !== 'string' || !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(v)) {
+      throw bad('healthAddress', 'must be HOST:PORT, e.g. 127.0.0.1:9109, or off');
+    } else cfg.healthAddress = v;
   }
   if (obj.bridging !== undefined) {
     const b = obj.bridging as Record<string, unknown> | null;
