@@ -99,12 +99,21 @@ export class BridgeDatapath implements Datapath {
    * port. The bridge enables a port only once the kernel's linkwatch has marked the veth's operstate
    * up, which happens asynchronously after `up`; a frame sent before that is dropped. Resolving only
    * when the port forwards is what lets the pod announce itself right after (I5).
+   *
+   * A pod port is in hairpin mode (`bridge_slave hairpin on`): a pod that reaches a Service whose
+   * backend is itself has its frame DNATed by the bridge's netfilter hook (bridge-nf-call-iptables)
+   * and bridged back to its own port, which the bridge does only in hairpin mode (decision 19).
    */
   async attachPort(port: PodPort): Promise<void> {
+    await this.#attach(port, true);
+  }
+
+  async #attach(port: PodPort, hairpin: boolean): Promise<void> {
     const nl = this.#o.nl;
     const vlan = port.vlan ?? 0;
     if (vlan) this.#requireVlanFiltering(vlan);
     nl.setMaster(port.hostIfindex, this.#requireBridge());
+    if (hairpin) nl.setBridgePortHairpin(port.hostIfindex, true);
     if (vlan) {
       // An access port of the pool's VLAN (`bridge vlan add dev HOSTVETH vid V pvid untagged; bridge
       // vlan del dev HOSTVETH vid 1`), and the uplink a trunk that carries it tagged.
@@ -138,14 +147,18 @@ export class BridgeDatapath implements Datapath {
       uplink.mac,
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
-    await this.attachPort({
-      hostIfname: uplink.ifname,
-      hostIfindex: uplink.index,
-      containerId: '',
-      ifname: '',
-      podMac: '',
-      podIps: [],
-    });
+    // Never hairpin on the uplink: the underlay's own floods would come back to it.
+    await this.#attach(
+      {
+        hostIfname: uplink.ifname,
+        hostIfindex: uplink.index,
+        containerId: '',
+        ifname: '',
+        podMac: '',
+        podIps: [],
+      },
+      false,
+    );
     this.#uplinkIndex = uplink.index;
     // Pods of a VLAN attached before (an agent restart re-attaches the uplink): the uplink carries them.
     for (const vid of this.#podVlans()) this.#o.nl.addBridgeVlan(uplink.index, vid);
@@ -185,6 +198,8 @@ export class BridgeDatapath implements Datapath {
       throw new CheckFailedError(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
     }
     if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
+    if (link.bridgePortHairpin === false)
+      throw new CheckFailedError(`host veth ${hostIfname} is not in hairpin mode`);
   }
 
   async ports(): Promise<string[]> {
