@@ -270,6 +270,20 @@ for (const datapath of DATAPATHS) {
           assert.deepEqual(await both(hostNs, node0Ip, 30080, 30053), { tcp: vxlan0, udp: vxlan0 });
         });
 
+        test("without kube-proxy's rules every row fails (the rows test the rules, not a shortcut)", async () => {
+          for (const kp of proxies) await kp.remove();
+          const ns0 = cluster.members[0]?.underlay.ns as string;
+          const rows = await Promise.all([
+            both(pods.a.ns, '10.96.0.11', 80, 53),
+            both(pods.a.ns, '10.96.0.12', 80, 53),
+            both(pods.a.ns, '10.96.0.13', 80, 53),
+            both(ns0, '10.96.0.11', 80, 53),
+            both(hostNs, node0Ip, 30080, 30053),
+          ]);
+          for (const row of rows) assert.deepEqual(row, { tcp: undefined, udp: undefined });
+          for (const kp of proxies) await kp.apply(services());
+        });
+
         if (mode !== MODES[0]) return;
         if (datapath === 'linux-bridge') {
           test('mechanism: without hairpin on the client port, the hairpin row fails', async () => {
