@@ -21,11 +21,10 @@ export const BRIDGE_NF_SYSCTLS = [
  * in the agent's namespace. Without `br_netfilter` there is nothing to set: Services then work only
  * across nodes, and the agent says so.
  */
-export function enableBridgeNetfilter(sysctl: SysctlWriter, log: Logger, procSys = '/proc/sys'): void {
-  if (!existsSync(`${procSys}/net/bridge`)) {
+export function enableBridgeNetfilter(sysctl: SysctlWriter, log: Logger): void {
+  if (!existsSync('/proc/sys/net/bridge')) {
     log.warn(
       'br_netfilter is not loaded: Services (kube-proxy) will not work between pods of this node; load it (modprobe br_netfilter)',
-      {},
     );
     return;
   }
