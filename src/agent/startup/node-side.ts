@@ -7,9 +7,11 @@ import { formatIp } from '../../base/ip.js';
 import type { Datapath, GatewayAddress } from '../../datapath/datapath.js';
 import { parseCidr } from '../../ipam/cidr.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { writeSysctl } from '../../kernel/sysctl.js';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { UndoStack } from '../undo-stack.js';
+import { enableBridgeNetfilter } from './bridge-netfilter.js';
 import { UplinkBridging } from './bridging.js';
 import { createDatapath, gatewayInterface } from './datapath-select.js';
 
@@ -35,6 +37,8 @@ export async function startNodeSide(
   /** A test seam (AgentSeams.wrapDatapath). */
   wrap?: (datapath: Datapath) => Datapath,
 ): Promise<NodeSide> {
+  // Before the first pod: kube-proxy's Services need the bridge's frames in the node's conntrack.
+  if (config.datapath === 'linux-bridge') enableBridgeNetfilter(writeSysctl, log);
   const made = createDatapath(config, nl, gatewaysOf(config.podCIDRs), log);
   const datapath = wrap ? wrap(made) : made;
   await datapath.start();

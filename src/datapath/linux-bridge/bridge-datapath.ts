@@ -114,18 +114,26 @@ export class BridgeDatapath implements Datapath {
    * port. The bridge enables a port only once the kernel's linkwatch has marked the veth's operstate
    * up, which happens asynchronously after `up`; a frame sent before that is dropped. Resolving only
    * when the port forwards is what lets the pod announce itself right after (I5).
+   *
+   * A pod port is in hairpin mode (`bridge_slave hairpin on`): a pod that reaches a Service whose
+   * backend is itself has its frame DNATed by the bridge's netfilter hook (bridge-nf-call-iptables)
+   * and bridged back to its own port, which the bridge does only in hairpin mode (decision 19).
    */
   async attachPort(port: PodPort): Promise<void> {
     await this.#attach(port, true);
   }
 
-  /** `guarded`: a pod's port, which gets its guard before it joins the bridge and comes up. */
-  async #attach(port: PodPort, guarded: boolean): Promise<void> {
+  /**
+   * `podPort`: a pod's port, which gets its guard before it joins the bridge and comes up, and hairpin
+   * mode; false for the uplink in bridging mode.
+   */
+  async #attach(port: PodPort, podPort: boolean): Promise<void> {
     const nl = this.#o.nl;
-    if (guarded) this.#pods?.add(port);
+    if (podPort) this.#pods?.add(port);
     const vlan = port.vlan ?? 0;
     if (vlan) this.#requireVlanFiltering(vlan);
     nl.setMaster(port.hostIfindex, this.#requireBridge());
+    if (podPort) nl.setBridgePortHairpin(port.hostIfindex, true);
     if (vlan) {
       // An access port of the pool's VLAN (`bridge vlan add dev HOSTVETH vid V pvid untagged; bridge
       // vlan del dev HOSTVETH vid 1`), and the uplink a trunk that carries it tagged.
@@ -159,6 +167,7 @@ export class BridgeDatapath implements Datapath {
       uplink.mac,
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
+    // Never hairpin on the uplink: the underlay's own floods would come back to it.
     await this.#attach(
       {
         hostIfname: uplink.ifname,
@@ -211,6 +220,8 @@ export class BridgeDatapath implements Datapath {
       throw new CheckFailedError(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
     }
     if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
+    if (link.bridgePortHairpin === false)
+      throw new CheckFailedError(`host veth ${hostIfname} is not in hairpin mode`);
     this.#pods?.check(hostIfname);
   }
 

@@ -10,7 +10,10 @@
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
  *                       MAC or none) -> 40; else drop
- *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 50; else drop
+ *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 45; else drop
+ *  45  CT_LOOKUP        IP/IPv6: looked up in conntrack zone 65520, then -> 46; else -> 50
+ *  46  GATEWAY_CT       a new connection from the gateway port: committed with ct_mark 1 -> 50; a reply
+ *                       (or related packet) of such a connection from a pod: dl_dst = gateway MAC -> 50
  *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop,
  *                       or in bridging mode: out of the uplink (the underlay's hosts)
  *
@@ -20,6 +23,15 @@
  * own VLAN; frames of a VLAN leave the uplink tagged again. Untagged multicast floods (VLAN pods'
  * ports are marked no-flood); a VLAN's multicast goes to its local pods and the uplink by one flow
  * per VLAN (`vlanFloodFlow`).
+ *
+ * Services (kube-proxy, decision 19): the node's conntrack un-NATs a Service connection only if its
+ * replies pass through the node. A connection the node has DNATed to a pod of this bridge enters
+ * from the gateway port with a pod's address as source; the backend's reply is addressed to that
+ * pod's MAC and would stay inside OVS. Tables 45-46 remember connections that came in from the
+ * gateway (ct_mark 1, in a zone of their own) and send their replies back to the gateway, as
+ * Antrea does in its kube-proxy mode. For every other connection the frame already goes where it
+ * is addressed, so nothing else changes; the guards run before conntrack, so a forged packet
+ * never creates a connection.
  *
  * Flows are written in the form ovs-ofctl prints them, so that `flow-text.ts` compares what is
  * installed with what should be, token for token.
@@ -34,6 +46,8 @@ export const TABLE = {
   ARP_RESPONDER: 20,
   ND_GUARD: 30,
   IP_SPOOF_GUARD: 40,
+  CT_LOOKUP: 45,
+  GATEWAY_CT: 46,
   L2_FORWARDING: 50,
 } as const;
 
@@ -62,6 +76,14 @@ function setVlan(vlan: number): string {
 }
 
 const MULTICAST = 'dl_dst=01:00:00:00:00:00/01:00:00:00:00:00';
+
+/**
+ * The conntrack zone of the gateway's connections: apart from the node's own (zone 0), which on the
+ * kernel datapath shares the kernel's table (Antrea uses the same number).
+ */
+export const CT_ZONE = 65520;
+/** ct_mark of a connection whose first packet came in from the gateway port. */
+export const CT_MARK_FROM_GATEWAY = 0x1;
 const LOW_56_BITS = (1n << 56n) - 1n;
 
 /**
@@ -120,7 +142,7 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     // ethertype inside the tag) and leave the uplink on the VLAN it chose. Only the uplink (above) tags.
     flow(c, T.CLASSIFIER, 255, 'vlan_tci=0x1000/0x1000', 'drop'),
     flow(c, T.CLASSIFIER, 250, 'arp', goto(T.ARP_SPOOF_GUARD)),
-    flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.L2_FORWARDING)),
+    flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.CT_LOOKUP)),
     // Pods are hosts: a router advertisement or a redirect from one is dropped (the gateway's pass above).
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=134', 'drop'),
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=137', 'drop'),
@@ -133,6 +155,7 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.ARP_RESPONDER, 0, '', goto(T.L2_FORWARDING)),
     flow(c, T.ND_GUARD, 0, '', 'drop'),
     flow(c, T.IP_SPOOF_GUARD, 0, '', 'drop'),
+    ...conntrackFlows(gw),
     flow(c, T.L2_FORWARDING, 200, `reg1=0,dl_dst=${mac}`, `output:${gw.ofport}`),
     flow(c, T.L2_FORWARDING, 100, `reg1=0,${MULTICAST}`, 'FLOOD'),
     flow(c, T.L2_FORWARDING, 0, '', 'drop'),
@@ -177,6 +200,39 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     );
   }
   if (gw.uplinkOfport !== undefined) out.push(...uplinkFlows(gw.uplinkOfport));
+  return out;
+}
+
+/**
+ * Tables 45-46 (see the header): connections from the gateway port are committed with a mark, and
+ * their replies from pods go back to the gateway, where the node's conntrack un-NATs them. Only
+ * untagged pods (reg1=0) can have such a connection: the gateway reaches no VLAN. ND, which
+ * conntrack does not track, is never committed, so it is never redirected.
+ */
+function conntrackFlows(gw: GatewayFlowsInput): string[] {
+  const c = PIPELINE_COOKIE;
+  const T = TABLE;
+  const mark = `0x${CT_MARK_FROM_GATEWAY.toString(16)}`;
+  const out: string[] = [];
+  for (const proto of ['ip', 'ipv6']) {
+    out.push(flow(c, T.CT_LOOKUP, 200, proto, `ct(table=${T.GATEWAY_CT},zone=${CT_ZONE})`));
+    out.push(
+      flow(
+        c,
+        T.GATEWAY_CT,
+        220,
+        `ct_state=+new+trk,${proto},in_port=${gw.ofport}`,
+        `ct(commit,zone=${CT_ZONE},exec(set_field:${mark}->ct_mark)),${goto(T.L2_FORWARDING)}`,
+      ),
+    );
+    const toGateway = `set_field:${gw.mac.toLowerCase()}->eth_dst,${goto(T.L2_FORWARDING)}`;
+    out.push(flow(c, T.GATEWAY_CT, 200, `ct_state=+rpl+trk,ct_mark=${mark},${proto},reg1=0`, toGateway));
+    out.push(flow(c, T.GATEWAY_CT, 190, `ct_state=+rel+trk,ct_mark=${mark},${proto},reg1=0`, toGateway));
+  }
+  // The gateway's own packets of a known connection (a reply here would only loop back to it).
+  out.push(flow(c, T.GATEWAY_CT, 210, `in_port=${gw.ofport}`, goto(T.L2_FORWARDING)));
+  out.push(flow(c, T.CT_LOOKUP, 0, '', goto(T.L2_FORWARDING)));
+  out.push(flow(c, T.GATEWAY_CT, 0, '', goto(T.L2_FORWARDING)));
   return out;
 }
 
@@ -244,7 +300,7 @@ export function podFlows(p: PodFlowsInput): string[] {
           setVlan(vlan) + goto(T.ARP_RESPONDER),
         ),
       );
-      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, setVlan(vlan) + goto(T.L2_FORWARDING)));
+      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, setVlan(vlan) + goto(T.CT_LOOKUP)));
       continue;
     }
     const ip6 = canonicalIp(ip);
@@ -261,7 +317,7 @@ export function podFlows(p: PodFlowsInput): string[] {
     for (const sll of [mac, ZERO_MAC]) {
       out.push(f(T.ND_GUARD, `${ns},nd_sll=${sll}`, goto(T.IP_SPOOF_GUARD)));
     }
-    const pass = setVlan(vlan) + goto(T.L2_FORWARDING);
+    const pass = setVlan(vlan) + goto(T.CT_LOOKUP);
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, pass));

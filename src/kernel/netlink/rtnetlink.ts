@@ -10,6 +10,7 @@ import { ipValueToBytes, parseAddressWithPrefix, parseIpBytes } from '../../base
 import { parseMac } from '../../base/mac.js';
 import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
+import type { RtAttr } from './attributes.js';
 import type { BridgeVlan, BridgeVlanOptions } from './bridge-vlan.js';
 import * as BridgeVlanOps from './bridge-vlan.js';
 import {
@@ -45,6 +46,7 @@ import type {
 } from './types.js';
 import { IFF_UP } from './uapi/if.js';
 import { IFA_F_NODAD, IFA_F_NOPREFIXROUTE } from './uapi/if-addr.js';
+import { IFLA_BRPORT_MODE } from './uapi/if-link.js';
 import { NLM_F_CREATE, NLM_F_EXCL } from './uapi/netlink.js';
 import * as R from './uapi/rtnetlink.js';
 import { vxlanLinkAttributes } from './vxlan-data.js';
@@ -219,6 +221,17 @@ export class Rtnetlink implements Disposable {
       0,
       encodeLinkBody({ ifi: ifInfoMsg({ family: AF_BRIDGE, index }), attrs: { protinfoState: state } }),
     );
+  }
+
+  /**
+   * Equivalent to: `ip link set dev INDEX type bridge_slave hairpin on|off`: whether the bridge may
+   * send a frame back out of the port it came in on. The link must already be a bridge port.
+   */
+  setBridgePortHairpin(index: number, on: boolean): void {
+    const mode: RtAttr = { type: IFLA_BRPORT_MODE, value: Uint8Array.of(on ? 1 : 0) };
+    // Slave data is applied by RTM_NEWLINK on an existing link (no NLM_F_CREATE); RTM_SETLINK ignores it.
+    const attrs: LinkAttributes = { linkinfo: { slaveKind: 'bridge', slaveData: [mode] } };
+    this.#sock.request(R.RTM_NEWLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }));
   }
 
   /** Equivalent to: `ip link set dev INDEX type bridge vlan_filtering 0|1`. */

@@ -20,6 +20,8 @@ export interface Link {
   masterIndex?: number;
   /** IFLA_BRPORT_STATE (BR_STATE_*) from IFLA_INFO_SLAVE_DATA, when the link is a bridge port. */
   bridgePortState?: number;
+  /** IFLA_BRPORT_MODE from IFLA_INFO_SLAVE_DATA, when the link is a bridge port: hairpin mode on. */
+  bridgePortHairpin?: boolean;
   /** IFLA_OPERSTATE, named as `ip -j link` prints it: 'UP', 'DOWN', 'LOWERLAYERDOWN', 'UNKNOWN', ... */
   operstate?: string;
   /** IFLA_LINK: for a veth, the peer's index (in the peer's namespace when linkNetnsId is set). */

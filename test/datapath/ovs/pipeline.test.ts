@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { eui64LinkLocal } from '../../../src/base/mac.js';
 import { diffFlows, flowKey, parseDump, parseFlow } from '../../../src/datapath/ovs/flow-text.js';
 import {
+  CT_ZONE,
   cookieText,
   isPodCookie,
   PIPELINE_COOKIE,
@@ -93,6 +94,59 @@ test('pipeline flows: every table ends in a counted default; the gateway may ARP
     !v6only.some((f) => f.table === TABLE.ARP_SPOOF_GUARD && f.priority > 0),
     'no gateway ARP without IPv4',
   );
+});
+
+test('conntrack: connections from the gateway are marked, their replies from pods go back to the gateway', () => {
+  const gwMac = '02:aa:bb:cc:dd:ee';
+  const flows = pipelineFlows({ ofport: 1, mac: gwMac, ipv4s: ['10.244.1.1'] }).map(parseFlow);
+  const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
+  assert.equal(gwPass?.actions, `goto_table:${TABLE.CT_LOOKUP}`, "the gateway's frames meet conntrack");
+  const lookups = flows.filter((f) => f.table === TABLE.CT_LOOKUP && f.priority > 0);
+  assert.deepEqual(
+    lookups.map((f) => [f.match.join(), f.actions]),
+    [
+      ['ip', `ct(table=${TABLE.GATEWAY_CT},zone=${CT_ZONE})`],
+      ['ipv6', `ct(table=${TABLE.GATEWAY_CT},zone=${CT_ZONE})`],
+    ],
+  );
+  const ct = flows.filter((f) => f.table === TABLE.GATEWAY_CT && f.priority > 0);
+  const commits = ct.filter((f) => f.actions.startsWith('ct(commit'));
+  assert.equal(commits.length, 2);
+  for (const f of commits) {
+    assert.ok(
+      f.match.includes('ct_state=+new+trk') && f.match.includes('in_port=1'),
+      'only new, only from the gateway',
+    );
+    assert.equal(
+      f.actions,
+      `ct(commit,zone=${CT_ZONE},exec(set_field:0x1->ct_mark)),goto_table:${TABLE.L2_FORWARDING}`,
+    );
+  }
+  const toGw = ct.filter((f) => f.actions.startsWith('set_field'));
+  assert.deepEqual(toGw.map((f) => f.match.filter((m) => m.startsWith('ct_')).join()).sort(), [
+    'ct_state=+rel+trk,ct_mark=0x1',
+    'ct_state=+rel+trk,ct_mark=0x1',
+    'ct_state=+rpl+trk,ct_mark=0x1',
+    'ct_state=+rpl+trk,ct_mark=0x1',
+  ]);
+  for (const f of toGw) {
+    assert.equal(f.actions, `set_field:${gwMac}->eth_dst,goto_table:${TABLE.L2_FORWARDING}`);
+    assert.ok(f.match.includes('reg1=0'), 'never a pod of a VLAN');
+  }
+  const own = ct.find((f) => f.match.join() === 'in_port=1');
+  assert.ok(
+    own &&
+      own.priority < Math.min(...commits.map((f) => f.priority)) &&
+      own.priority > Math.max(...toGw.map((f) => f.priority)),
+    "the gateway's established packets pass unchanged",
+  );
+  const pod = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2', 'fd00::2'], cookie: podCookie('x') }).map(
+    parseFlow,
+  );
+  const guards = pod.filter((f) => f.table === TABLE.IP_SPOOF_GUARD);
+  assert.ok(guards.length > 0);
+  for (const f of guards)
+    assert.equal(f.actions, `goto_table:${TABLE.CT_LOOKUP}`, 'guarded first, then conntrack');
 });
 
 test('bridging mode: the node IP is a pair of the gateway; the underlay is forwarded, not guarded', () => {

@@ -52,6 +52,8 @@ export function operstateName(state: number): string {
 
 /** IFLA_BRPORT_* (inside IFLA_INFO_SLAVE_DATA of a bridge port). */
 export const IFLA_BRPORT_STATE = 1;
+/** u8: hairpin mode, the bridge may send a frame back out of the port it came in on. */
+export const IFLA_BRPORT_MODE = 4;
 
 /** BR_STATE_* (linux/if_bridge.h): a port passes frames only in FORWARDING. */
 export const BR_STATE_DISABLED = 0;
