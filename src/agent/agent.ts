@@ -10,6 +10,7 @@ import { FileStore } from '../ipam/file-store.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
+import { nftIn } from '../kernel/nft.js';
 import { CniDispatcher } from './cni/cni-dispatch.js';
 import { CniServer } from './cni/cni-server.js';
 import { PodIpam } from './cni/pod-ipam.js';
@@ -25,6 +26,7 @@ import { CniMetrics } from './ops/metrics.js';
 import { agentGauges } from './ops/metrics-gauges.js';
 import { MetricsServer } from './ops/metrics-server.js';
 import { openCluster, startMembership } from './startup/cluster-start.js';
+import { startEgress } from './startup/egress-start.js';
 import { startNodeSide } from './startup/node-side.js';
 import { startPools } from './startup/pool-start.js';
 import { UndoStack } from './undo-stack.js';
@@ -69,7 +71,9 @@ export class Agent {
       // The datapath (and in bridging mode the uplink moved into it) before the overlay, which sends
       // through it.
       const { datapath, underlayIndex } = await startNodeSide(config, nl, log, undo);
-      const cluster = await startMembership(config, opened, nl, underlayIndex, log, undo);
+      // Egress masquerade before the membership, whose peer lists update its kept destinations.
+      const egress = await startEgress(config, nftIn(), log, undo);
+      const cluster = await startMembership(config, opened, nl, underlayIndex, log, undo, egress);
       const store = await FileStore.open(join(config.stateDir, 'ipam'));
       undo.push('IPAM store', () => store.close());
       const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
@@ -85,7 +89,17 @@ export class Agent {
         log.warn('announcement round failed', { attachment: key, err: String(err) }),
       );
       undo.push('announcer', () => announcer.cancelAll());
-      const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log, cluster: cluster.node };
+      const ctx: AgentContext = {
+        config,
+        home,
+        nl,
+        ipam,
+        datapath,
+        announcer,
+        log,
+        cluster: cluster.node,
+        egress,
+      };
       await reconcile(ctx);
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());

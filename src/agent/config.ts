@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
+import { isPrefix, parsePrefix } from '../base/ip.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
 import type { BridgingSettings } from './startup/bridging.js';
@@ -35,6 +36,13 @@ export interface AgentConfig {
   metricsAddress?: string;
   /** Bridging mode: the uplink joins the pod bridge and the node's identity moves to the bridge interface. */
   bridging?: BridgingSettings;
+  /**
+   * Egress masquerade (decision 18): packets from this node's pod CIDRs to anything outside the
+   * cluster's pod networks and `noMasqueradeCIDRs` leave with the node's address.
+   */
+  egressMasquerade: boolean;
+  /** Destinations that keep the pod's source address besides the cluster's pod networks. */
+  noMasqueradeCIDRs: string[];
 }
 
 export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
@@ -47,6 +55,8 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   socket: '/run/podwire/cni.sock',
   stateDir: '/var/lib/podwire',
   maxParallel: 128,
+  egressMasquerade: true,
+  noMasqueradeCIDRs: [],
 };
 
 /** The bridge of `datapath: ovs` when the config names none. */
@@ -65,6 +75,8 @@ const KEYS = new Set([
   'maxParallel',
   'metricsAddress',
   'bridging',
+  'egressMasquerade',
+  'noMasqueradeCIDRs',
   ...CLUSTER_KEYS,
 ]);
 /** Keys that mean something only to the OVS datapath. */
@@ -183,7 +195,26 @@ export function parseAgentConfig(text: string): AgentConfig {
       );
     cfg.bridging = { uplink: b.uplink };
   }
+  if (obj.egressMasquerade !== undefined) {
+    if (typeof obj.egressMasquerade !== 'boolean') throw bad('egressMasquerade', 'must be true or false');
+    cfg.egressMasquerade = obj.egressMasquerade;
+  }
+  if (obj.noMasqueradeCIDRs !== undefined) {
+    if (!cfg.egressMasquerade) throw bad('noMasqueradeCIDRs', 'only meaningful with egressMasquerade: true');
+    cfg.noMasqueradeCIDRs = parseCidrList('noMasqueradeCIDRs', obj.noMasqueradeCIDRs);
+  }
   return cfg;
+}
+
+/** A list of CIDRs (either family, host bits zero), canonical. */
+function parseCidrList(key: string, v: unknown): string[] {
+  if (!Array.isArray(v)) throw bad(key, 'must be a list of CIDRs');
+  return v.map((c) => {
+    if (typeof c !== 'string') throw bad(key, `${JSON.stringify(c)} is not a string`);
+    const p = parsePrefix(c);
+    if (!isPrefix(p)) throw bad(key, `${c}: ${p.error}`);
+    return p.text;
+  });
 }
 
 export function loadAgentConfig(path: string): AgentConfig {

@@ -18,6 +18,8 @@ export interface ClusterNodeOptions {
   underlayIP: string;
   stateDir: string;
   log: Logger;
+  /** Told the peers after each change the overlay was given (the egress masquerade's kept set). */
+  onPeers?: (peers: readonly NodeRecord[]) => Promise<void>;
 }
 
 interface LeaseCache {
@@ -184,6 +186,7 @@ export class ClusterNode {
   async #apply(): Promise<void> {
     const before = this.#status.peers.join(',');
     this.#status = await this.#overlay.setPeers([...this.#peers.values()]);
+    await this.#o.onPeers?.([...this.#peers.values()]);
     if (this.#status.peers.join(',') !== before || this.#status.skipped.length > 0) {
       this.#o.log.info('peers programmed', { peers: this.#status.peers, skipped: this.#status.skipped });
     }
