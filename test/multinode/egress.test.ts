@@ -66,15 +66,18 @@ for (const datapath of DATAPATHS) {
       store: 'file',
       trafficMode: 'encap',
       datapath,
+      ipv6: true,
       agentConfig: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
     });
     const servers = new TcpServers(PEER_SERVER);
     let m0: ClusterMember;
     let m1: ClusterMember;
     let host: UnderlayNode;
-    /** A pod on node-0 and one on node-1: namespace and IPv4 address. */
-    const a = { ns: '', ip: '' };
-    const b = { ns: '', ip: '' };
+    /** A pod on node-0 and one on node-1: namespace, IPv4 and IPv6 address. */
+    const a = { ns: '', ip: '', ip6: '' };
+    const b = { ns: '', ip: '', ip6: '' };
+    /** The underlay carries IPv6 too (added here): node-0, node-1 and the host. */
+    const v6 = (n: number) => `fd00:30::${10 + n}`;
 
     before(async () => {
       await cluster.setup();
@@ -87,8 +90,10 @@ for (const datapath of DATAPATHS) {
         pod.ns = await m.node.addPod('pod');
         const add = await m.node.cni({ command: 'ADD', containerId: id, netns: pod.ns });
         assert.equal(add.code, 0, add.stdout);
-        pod.ip = resultIps(add)[0] as string;
+        [pod.ip, pod.ip6] = resultIps(add) as [string, string];
       }
+      for (const [i, ns] of [m0.underlay.ns, m1.underlay.ns, host.ns].entries())
+        await must('ip', ['-n', ns, 'addr', 'add', `${v6(i)}/64`, 'dev', 'eth0', 'nodad']);
       await servers.start([host.ns, b.ns, m0.underlay.ns, m1.underlay.ns]);
     });
     after(async () => {
@@ -115,7 +120,20 @@ for (const datapath of DATAPATHS) {
       const bytes = metricSample(text, 'podwire_egress_masqueraded_bytes_total{family="ipv4"}') ?? 0;
       // One connection: SYN, ACK, FIN, ACK at least leave with the node's address.
       assert.ok(connections >= 1 && packets >= 3 && bytes > 0, text);
-      assert.equal(metricSample(text, 'podwire_egress_masqueraded_packets_total{family="ipv6"}'), 0);
+    });
+
+    // Depends on: the ip6 `masquerade` rule of egressMasqueradeScript and the peers' IPv6 CIDRs in
+    // the kept set.
+    test("IPv6: the host sees the node's address; a pod on the other node sees the pod's", async () => {
+      const routes = await must('ip', ['-n', host.ns, '-6', 'route', 'show']);
+      assert.doesNotMatch(routes, /fd00:10:250|default/, routes);
+      assert.equal(await peerSeenBy(a.ns, v6(2)), v6(0));
+      assert.equal(await eventually(() => peerSeenBy(a.ns, b.ip6), a.ip6), a.ip6);
+      const text = await scrapeMetrics(m0.underlay.ns, METRICS_PORT);
+      assert.ok(
+        (metricSample(text, 'podwire_egress_masqueraded_packets_total{family="ipv6"}') ?? 0) >= 3,
+        text,
+      );
     });
 
     // Depends on: ClusterNode's `onPeers` (src/agent/startup/cluster-node.ts) feeding
