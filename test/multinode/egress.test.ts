@@ -204,6 +204,8 @@ for (const datapath of DATAPATHS) {
       await must('ip', ['-n', host.ns, 'route', 'add', '10.250.0.0/24', 'via', m0.underlay.ip]);
       try {
         assert.equal(await peerSeenBy(a.ns, host.ip), a.ip);
+        const status = await run(`${ROOT}/bin/podwire`, ['status', '--config', m0.node.configPath]);
+        assert.match(status.stdout, /egress: +masquerade, except to .*172\.30\.0\.12\/32/, status.stdout);
         assert.equal(
           await peerSeenBy(a.ns, m1.underlay.ip),
           m0.underlay.ip,
@@ -218,6 +220,8 @@ for (const datapath of DATAPATHS) {
     test('egressMasquerade: false: no table, and the host cannot answer', async () => {
       await restartWith(m0, { noMasqueradeCIDRs: null, egressMasquerade: false });
       assert.deepEqual((await natState(m0.underlay.ns)).tables, []);
+      const status = await run(`${ROOT}/bin/podwire`, ['status', '--config', m0.node.configPath]);
+      assert.match(status.stdout, /egress: +no masquerade/, status.stdout);
       assert.equal(await peerSeenBy(a.ns, host.ip, 1), undefined);
       assert.equal(await peerSeenBy(a.ns, b.ip), a.ip);
     });
