@@ -245,3 +245,33 @@ for (const datapath of DATAPATHS) {
     });
   });
 }
+
+// With clusterCIDRs (etcd leases node CIDRs from them) the whole cluster network is kept from the
+// start, before any peer is listed; peers' CIDRs nest inside it and add nothing to the set.
+// Depends on: `config.cluster?.pool?.clusterCIDRs` in startEgress's fixed kept destinations.
+describe('egress masquerade, etcd store with clusterCIDRs, linux-bridge', () => {
+  const cluster = new TestCluster({ nodes: 2, store: 'etcd', trafficMode: 'noEncap' });
+  const servers = new TcpServers(PEER_SERVER);
+  after(async () => {
+    await servers.stop();
+    await cluster.cleanup();
+  });
+
+  test("the cluster CIDR is kept; a pod on the other node sees the pod's address, the host the node's", async () => {
+    await cluster.setup();
+    const [m0, m1] = cluster.members as [ClusterMember, ClusterMember];
+    const host = await cluster.underlay.addNode('host');
+    const pods: Array<{ ns: string; ip: string }> = [];
+    for (const [i, m] of [m0, m1].entries()) {
+      const ns = await m.node.addPod('pod');
+      const add = await m.node.cni({ command: 'ADD', containerId: `egress-etcd-${i}`, netns: ns });
+      assert.equal(add.code, 0, add.stdout);
+      pods.push({ ns, ip: resultIps(add)[0] as string });
+    }
+    const [a, b] = pods as [{ ns: string; ip: string }, { ns: string; ip: string }];
+    await servers.start([host.ns, b.ns]);
+    assert.deepEqual((await readEgressTable(nftIn(m0.underlay.ns)))?.keep, ['10.250.0.0/16']);
+    assert.equal(await eventually(() => peerSeenBy(a.ns, b.ip), a.ip), a.ip);
+    assert.equal(await peerSeenBy(a.ns, host.ip), m0.underlay.ip);
+  });
+});
