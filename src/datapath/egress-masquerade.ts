@@ -214,13 +214,15 @@ export class EgressMasquerade {
    */
   setKeep(keep: readonly string[]): Promise<void> {
     return this.#serial(async () => {
-      this.#sets = { ...this.#sets, keep: [...keep] };
+      const next = { ...this.#sets, keep: [...keep] };
       try {
         await this.#nft.apply(keepSetScript(keep));
       } catch {
         // The table is missing or damaged (someone flushed the ruleset): put it back whole.
-        await this.#nft.apply(egressMasqueradeScript(this.#sets));
+        await this.#nft.apply(egressMasqueradeScript(next));
       }
+      // Only once the kernel has it: after a failure, the same list asked again is tried again.
+      this.#sets = next;
     });
   }
 

@@ -1,7 +1,8 @@
 /**
  * The egress masquerade table (src/datapath/egress-masquerade.ts) in a throwaway namespace: the
  * script nft accepts, replacing it twice leaves one table, the kept set changes without touching the
- * rules, `ensure` puts a removed table back, and the listing is read back (kept set, completeness).
+ * rules, `ensure` (and a kept-set change) puts a removed table back, and the listing is read back
+ * (kept set, completeness).
  * Traffic through it is tested in test/multinode/egress.test.ts.
  */
 import assert from 'node:assert/strict';
@@ -93,6 +94,13 @@ describe('egress masquerade table in a namespace', () => {
       ['10.250.0.0/16', 'fd00:10:250::/56'],
       'reinstated with the last kept set',
     );
+
+    // A kept-set change while the table is gone puts the whole table back, with the new set.
+    await must('ip', ['netns', 'exec', ns, 'nft', 'delete', 'table', 'inet', EGRESS_NAT_TABLE]);
+    await masq.setKeep(['10.250.0.0/16']);
+    t = await readEgressTable(nft);
+    assert.ok(t?.complete);
+    assert.deepEqual(t?.keep, ['10.250.0.0/16']);
 
     await masq.remove();
     await masq.remove();
