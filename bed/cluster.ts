@@ -20,6 +20,8 @@ export interface ClusterOptions {
   ipv6?: boolean;
   /** Bridging mode: each node's uplink joins its pod bridge (`bridging: {uplink: eth0}`). */
   bridging?: boolean;
+  /** More agent configuration keys for every node (e.g. `metricsAddress`). */
+  agentConfig?: Record<string, unknown>;
 }
 
 export const CLUSTER_V4 = '10.250.0.0/16';
@@ -93,6 +95,7 @@ export class TestCluster {
       uplink: underlay.uplink,
       trafficMode: this.options.trafficMode ?? 'encap',
       ...(this.options.bridging ? { bridging: { uplink: underlay.uplink } } : {}),
+      ...this.options.agentConfig,
     };
     if (this.options.store === 'etcd') {
       config.podCIDRs = null;

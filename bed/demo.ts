@@ -1,7 +1,8 @@
 /**
  * `podwire demo`: a two-node cluster of network namespaces on this machine (static cluster file,
  * VXLAN between the nodes), an agent per node, pods created through the CNI relay, the connectivity
- * matrix and the ARP audit of the underlay. Everything is removed on exit or Ctrl-C, unless --keep.
+ * matrix (pods, and an underlay host that is not a node and has no route to the pods: egress
+ * masquerade) and the ARP audit of the underlay. Everything is removed on exit or Ctrl-C, unless --keep.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { auditArp, type Identity } from '../src/arp/audit.js';
@@ -16,7 +17,7 @@ import { ipJson } from './exec.js';
 import { netnsPath } from './namespaces.js';
 import { resultIps } from './node.js';
 import { pingFrom } from './traffic.js';
-import { UNDERLAY_BRIDGE } from './underlay.js';
+import { UNDERLAY_BRIDGE, type UnderlayNode } from './underlay.js';
 
 interface DemoPod {
   node: string;
@@ -43,8 +44,11 @@ async function identities(
   cluster: TestCluster,
   pods: readonly DemoPod[],
   bridge: string,
+  host: UnderlayNode,
 ): Promise<Identity[]> {
-  const out: Identity[] = [];
+  const out: Identity[] = [
+    { ip: host.ip, mac: (await linkOf(host.ns, host.uplink)).mac, owner: 'underlay host' },
+  ];
   for (const m of cluster.members) {
     out.push({
       ip: m.underlay.ip,
@@ -91,9 +95,13 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
   try {
     out(`[1/5] two nodes on an underlay bridge, ${datapath} datapath, VXLAN between them ... `);
     await cluster.setup();
+    // A host on the underlay that is not a node (it stands for DNS, a registry, the internet): it has
+    // no route to the pod CIDRs, so pods reach it only through the nodes' egress masquerade.
+    const host = await cluster.underlay.addNode('host');
     out('ok\n');
     for (const m of cluster.members)
       out(`      ${m.name}: underlay ${m.underlay.ip}, namespace ${m.underlay.ns}\n`);
+    out(`      host (not a node, no route to the pods): underlay ${host.ip}, namespace ${host.ns}\n`);
 
     out('[2/5] two pods per node through the CNI relay ... ');
     const pods: DemoPod[] = [];
@@ -119,7 +127,9 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
       ).replace(/^(?=.)/gm, '      '),
     );
 
-    out('[3/5] connectivity matrix (ICMP), with an ARP capture on the underlay ... ');
+    out(
+      '[3/5] connectivity matrix (ICMP; HOST: egress masquerade), with an ARP capture on the underlay ... ',
+    );
     const underlay = cluster.underlay.ns;
     using home = NetnsHandle.current();
     using ulNs = NetnsHandle.open(netnsPath(underlay));
@@ -132,13 +142,18 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     );
     await sleep(1000); // peers' routes converge from the cluster file's watch
     const results = await Promise.all(
-      pods.map((from) => Promise.all(pods.map((to) => (from === to ? true : pingFrom(from.ns, to.ip, 2))))),
+      pods.map((from) =>
+        Promise.all([
+          ...pods.map((to) => (from === to ? true : pingFrom(from.ns, to.ip, 2))),
+          pingFrom(from.ns, host.ip, 2),
+        ]),
+      ),
     );
     out('ok\n');
     const short = (p: DemoPod) => p.name.replace('node-', 'n').replace('/pod-', 'p');
     out(
       table(
-        ['FROM \\ TO', ...pods.map(short)],
+        ['FROM \\ TO', ...pods.map(short), 'HOST'],
         pods.map((from, i) => [
           short(from),
           ...(results[i] ?? []).map((okay, j) => (i === j ? '-' : okay ? 'ok' : 'FAIL')),
@@ -147,7 +162,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     );
 
     out('[4/5] ARP audit of the underlay (who said which IP is at which MAC) ... ');
-    const report = auditArp(await frames, await identities(cluster, pods, 'podwire0'));
+    const report = auditArp(await frames, await identities(cluster, pods, 'podwire0', host));
     out(`${report.frames} ARP frames\n`);
     out(
       table(
@@ -168,11 +183,14 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     );
 
     const failed = results.flat().filter((x) => !x).length;
-    out(`[5/5] ${failed === 0 ? 'every pod reaches every pod' : `${failed} pair(s) FAILED`}\n`);
+    out(
+      `[5/5] ${failed === 0 ? 'every pod reaches every pod, and the underlay host through egress masquerade' : `${failed} pair(s) FAILED`}\n`,
+    );
     if (keep) {
       const p = pods[0] as DemoPod;
       out(`\nleft running. Enter a pod:  ip netns exec ${p.ns} sh\n`);
       out(`  e.g.  ip netns exec ${p.ns} ping ${pods[pods.length - 1]?.ip}\n`);
+      out(`        ip netns exec ${p.ns} ping ${host.ip}   (the underlay host: egress masquerade)\n`);
       out(`  agents: bin/podwire status --config ${cluster.members[0]?.node.configPath}\n`);
       out('Ctrl-C removes everything.\n');
       await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve()));
@@ -195,8 +213,9 @@ export const demoCommand: Command = {
   help: `usage: podwire demo [--datapath linux-bridge|ovs] [--keep]
 
 Builds two "nodes" (network namespaces) on an underlay bridge with a static cluster file, starts an
-agent in each, creates two pods per node through the CNI relay, prints the connectivity matrix and the
-ARP audit of the underlay, and removes everything. Needs root.
+agent in each, creates two pods per node through the CNI relay, prints the connectivity matrix (pod to
+pod, and pod to an underlay host that is not a node: egress masquerade) and the ARP audit of the
+underlay, and removes everything. Needs root.
 
 options:
   --datapath D    linux-bridge (default) or ovs (a private Open vSwitch per node, userspace datapath)

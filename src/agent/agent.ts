@@ -13,6 +13,7 @@ import type { IpamStore } from '../ipam/store.js';
 import { mallocTrim } from '../kernel/libc.js';
 import { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { NetnsHandle } from '../kernel/netns.js';
+import { nftIn } from '../kernel/nft.js';
 import { CniDispatcher } from './cni/cni-dispatch.js';
 import { CniServer } from './cni/cni-server.js';
 import { PodIpam } from './cni/pod-ipam.js';
@@ -29,6 +30,7 @@ import { CniMetrics } from './ops/metrics.js';
 import { agentGauges } from './ops/metrics-gauges.js';
 import { MetricsServer } from './ops/metrics-server.js';
 import { openCluster, startMembership } from './startup/cluster-start.js';
+import { startEgress } from './startup/egress-start.js';
 import { startNodeSide } from './startup/node-side.js';
 import { startPools } from './startup/pool-start.js';
 import { UndoStack } from './undo-stack.js';
@@ -85,7 +87,9 @@ export class Agent {
       // The datapath (and in bridging mode the uplink moved into it) before the overlay, which sends
       // through it.
       const { datapath, underlayIndex } = await startNodeSide(config, nl, log, undo, seams.wrapDatapath);
-      const cluster = await startMembership(config, clusterOpen, nl, underlayIndex, log, undo);
+      // Egress masquerade before the membership, whose peer lists update its kept destinations.
+      const egress = await startEgress(config, nftIn(), log, undo);
+      const cluster = await startMembership(config, clusterOpen, nl, underlayIndex, log, undo, egress);
       const opened = await FileStore.open(join(config.stateDir, 'ipam'));
       const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened, 'node') : opened;
       undo.push('IPAM store', () => store.close());
@@ -105,7 +109,17 @@ export class Agent {
         log.warn('announcement round failed', { attachment: key, err: String(err) }),
       );
       undo.push('announcer', () => announcer.cancelAll());
-      const ctx: AgentContext = { config, home, nl, ipam, datapath, announcer, log, cluster: cluster.node };
+      const ctx: AgentContext = {
+        config,
+        home,
+        nl,
+        ipam,
+        datapath,
+        announcer,
+        log,
+        cluster: cluster.node,
+        egress,
+      };
       await reconcile(ctx);
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
+import { isPrefix, parsePrefix } from '../base/ip.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
 import { DEFAULT_HEALTH_ADDRESS } from './ops/health-server.js';
@@ -40,6 +41,13 @@ export interface AgentConfig {
   bridging?: BridgingSettings;
   /** linux-bridge: the pods' identity guards (decision 17); `off` only for kernels without nf_tables' bridge family. */
   podGuards: 'on' | 'off';
+  /**
+   * Egress masquerade (decision 18): packets from this node's pod CIDRs to anything outside the
+   * cluster's pod networks and `noMasqueradeCIDRs` leave with the node's address.
+   */
+  egressMasquerade: boolean;
+  /** Destinations that keep the pod's source address besides the cluster's pod networks. */
+  noMasqueradeCIDRs: string[];
 }
 
 export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
@@ -54,6 +62,8 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
   maxParallel: 128,
   podGuards: 'on',
   healthAddress: DEFAULT_HEALTH_ADDRESS,
+  egressMasquerade: true,
+  noMasqueradeCIDRs: [],
 };
 
 /** The bridge of `datapath: ovs` when the config names none. */
@@ -74,6 +84,8 @@ const KEYS = new Set([
   'healthAddress',
   'bridging',
   'podGuards',
+  'egressMasquerade',
+  'noMasqueradeCIDRs',
   ...CLUSTER_KEYS,
 ]);
 /** Keys that mean something only to the OVS datapath. */
@@ -208,7 +220,26 @@ export function parseAgentConfig(text: string): AgentConfig {
       throw bad('podGuards', 'only the Linux bridge can run without its guards (the OVS pipeline is them)');
     cfg.podGuards = v;
   }
+  if (obj.egressMasquerade !== undefined) {
+    if (typeof obj.egressMasquerade !== 'boolean') throw bad('egressMasquerade', 'must be true or false');
+    cfg.egressMasquerade = obj.egressMasquerade;
+  }
+  if (obj.noMasqueradeCIDRs !== undefined) {
+    if (!cfg.egressMasquerade) throw bad('noMasqueradeCIDRs', 'only meaningful with egressMasquerade: true');
+    cfg.noMasqueradeCIDRs = parseCidrList('noMasqueradeCIDRs', obj.noMasqueradeCIDRs);
+  }
   return cfg;
+}
+
+/** A list of CIDRs (either family, host bits zero), canonical. */
+function parseCidrList(key: string, v: unknown): string[] {
+  if (!Array.isArray(v)) throw bad(key, 'must be a list of CIDRs');
+  return v.map((c) => {
+    if (typeof c !== 'string') throw bad(key, `${JSON.stringify(c)} is not a string`);
+    const p = parsePrefix(c);
+    if (!isPrefix(p)) throw bad(key, `${c}: ${p.error}`);
+    return p.text;
+  });
 }
 
 export function loadAgentConfig(path: string): AgentConfig {

@@ -7,6 +7,7 @@ import type { PodIpam } from './cni/pod-ipam.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
 import type { ClusterNode } from './startup/cluster-node.js';
+import type { EgressControl } from './startup/egress-start.js';
 
 export interface AgentContext {
   config: AgentConfig;
@@ -23,4 +24,6 @@ export interface AgentContext {
   log: Logger;
   /** This node's cluster membership; undefined on a single node. */
   cluster: ClusterNode | undefined;
+  /** The egress masquerade (decision 18); undefined when `egressMasquerade: false`. */
+  egress?: EgressControl | undefined;
 }

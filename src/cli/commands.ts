@@ -44,6 +44,7 @@ export const COMMANDS: Record<string, Command> = {
         announcementFrames: number;
         openDescriptors: number;
         memory?: { rss: number; heapUsed: number; external: number };
+        egress?: { masquerade: boolean; keep?: string[] };
         cluster?: {
           node: { name: string; underlayIP: string };
           store: string;
@@ -73,6 +74,11 @@ export const COMMANDS: Record<string, Command> = {
         `in flight:    ${s.requestsInFlight}`,
         `announced:    ${s.announcementFrames} frames`,
         `descriptors:  ${s.openDescriptors}`,
+        ...(s.egress
+          ? [
+              `egress:       ${s.egress.masquerade ? `masquerade, except to ${(s.egress.keep ?? []).join(', ')}` : 'no masquerade'}`,
+            ]
+          : []),
         ...(s.memory
           ? [
               `memory:       rss ${mib(s.memory.rss)} MiB, heap used ${mib(s.memory.heapUsed)} MiB, outside the heap ${mib(s.memory.external)} MiB`,

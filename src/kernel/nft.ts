@@ -1,7 +1,8 @@
 /**
  * nftables through the `nft` binary, for the few chains podwire installs at agent start and when
- * bridging moves the uplink (never per pod; the Linux bridge's guard counters are also read per metrics
- * scrape): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
+ * bridging moves the uplink, and the egress masquerade's set of kept destinations when peers join or
+ * leave (never per pod; the Linux bridge's guard counters and the masquerade's are also read per
+ * metrics scrape): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
  * runs in its own namespace; a test's runs in the throwaway node namespace it made.
  */
 import { DatapathError } from '../base/errors.js';

@@ -63,6 +63,20 @@ describe('agent config', () => {
     );
   });
 
+  test('egress masquerade: on by default; off, or with noMasqueradeCIDRs (canonical), as written', () => {
+    const on = parseAgentConfig('podCIDRs: ["10.0.0.0/24"]');
+    assert.equal(on.egressMasquerade, true);
+    assert.deepEqual(on.noMasqueradeCIDRs, []);
+    assert.equal(
+      parseAgentConfig('podCIDRs: ["10.0.0.0/24"]\negressMasquerade: false').egressMasquerade,
+      false,
+    );
+    const kept = parseAgentConfig(
+      'podCIDRs: ["10.0.0.0/24"]\nnoMasqueradeCIDRs: ["192.168.0.0/16", "FD00:0::/8", "172.30.0.5/32"]',
+    );
+    assert.deepEqual(kept.noMasqueradeCIDRs, ['192.168.0.0/16', 'fd00::/8', '172.30.0.5/32']);
+  });
+
   const OVS = 'podCIDRs: ["10.0.0.0/24"]\ndatapath: ovs\n';
   const BAD: Array<[string, string, RegExp]> = [
     ['unknown key', 'podCIDRs: ["10.0.0.0/24"]\npodCidr: x', /podCidr: unknown key/],
@@ -100,6 +114,31 @@ describe('agent config', () => {
     ['relative stateDir', 'podCIDRs: ["10.0.0.0/24"]\nstateDir: state', /stateDir/],
     ['maxParallel 0', 'podCIDRs: ["10.0.0.0/24"]\nmaxParallel: 0', /maxParallel/],
     ['not a mapping', '- a\n- b', /top level/],
+    [
+      'egressMasquerade not a boolean',
+      'podCIDRs: ["10.0.0.0/24"]\negressMasquerade: yes please',
+      /egressMasquerade: must be true or false/,
+    ],
+    [
+      'noMasqueradeCIDRs not a list',
+      'podCIDRs: ["10.0.0.0/24"]\nnoMasqueradeCIDRs: 10.0.0.0/8',
+      /noMasqueradeCIDRs: must be a list/,
+    ],
+    [
+      'noMasqueradeCIDRs with host bits',
+      'podCIDRs: ["10.0.0.0/24"]\nnoMasqueradeCIDRs: ["10.0.0.1/8"]',
+      /noMasqueradeCIDRs: 10.0.0.1\/8: host bits/,
+    ],
+    [
+      'noMasqueradeCIDRs not a CIDR',
+      'podCIDRs: ["10.0.0.0/24"]\nnoMasqueradeCIDRs: ["example.com"]',
+      /noMasqueradeCIDRs: example.com/,
+    ],
+    [
+      'noMasqueradeCIDRs with masquerade off',
+      'podCIDRs: ["10.0.0.0/24"]\negressMasquerade: false\nnoMasqueradeCIDRs: ["10.0.0.0/8"]',
+      /noMasqueradeCIDRs: only meaningful with egressMasquerade: true/,
+    ],
   ];
   for (const [name, text, expected] of BAD) {
     test(`refused: ${name}`, () => {

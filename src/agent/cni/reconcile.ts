@@ -119,6 +119,8 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
       await ctx.datapath.detachPort(name);
     }
   }
+  // The egress masquerade table, when something removed it (decision 18).
+  await ctx.egress?.ensure();
   ctx.log.info('reconciled', {
     kept: report.kept,
     released: report.released.length,

@@ -59,6 +59,8 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     /** process.memoryUsage(), bytes: RSS, V8 heap, memory outside the heap (Buffers, native). */
     memory: process.memoryUsage(),
     cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
+    /** Egress masquerade (decision 18): on or off, and the destinations that keep the pod's source. */
+    egress: ctx.egress ? { masquerade: true, keep: ctx.egress.keep } : { masquerade: false },
   };
 }
 

@@ -60,6 +60,33 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
         })),
     },
     {
+      name: 'podwire_egress_masqueraded_packets_total',
+      help: "Packets from this node's pods that left with the node's address (egress masquerade), by family.",
+      type: 'counter',
+      read: async () =>
+        ((await ctx.egress?.counters()) ?? []).map((c) => ({
+          labels: { family: c.family },
+          value: c.packets,
+        })),
+    },
+    {
+      name: 'podwire_egress_masqueraded_bytes_total',
+      help: "Bytes of the packets from this node's pods that left with the node's address, by family.",
+      type: 'counter',
+      read: async () =>
+        ((await ctx.egress?.counters()) ?? []).map((c) => ({ labels: { family: c.family }, value: c.bytes })),
+    },
+    {
+      name: 'podwire_egress_masqueraded_connections_total',
+      help: "Connections from this node's pods masqueraded with the node's address, by family.",
+      type: 'counter',
+      read: async () =>
+        ((await ctx.egress?.counters()) ?? []).map((c) => ({
+          labels: { family: c.family },
+          value: c.connections,
+        })),
+    },
+    {
       name: 'podwire_cluster_store_healthy',
       help: '1 when the cluster store answers, 0 when not; absent on a single node.',
       type: 'gauge',

@@ -18,6 +18,8 @@ export interface ClusterNodeOptions {
   underlayIP: string;
   stateDir: string;
   log: Logger;
+  /** Told the peers at each change, before the overlay is (the egress masquerade's kept set). */
+  onPeers?: (peers: readonly NodeRecord[]) => Promise<void>;
 }
 
 interface LeaseCache {
@@ -183,6 +185,8 @@ export class ClusterNode {
 
   async #apply(): Promise<void> {
     const before = this.#status.peers.join(',');
+    // The listener first: a new peer's CIDR is kept from masquerade before a route leads there.
+    await this.#o.onPeers?.([...this.#peers.values()]);
     this.#status = await this.#overlay.setPeers([...this.#peers.values()]);
     if (this.#status.peers.join(',') !== before || this.#status.skipped.length > 0) {
       this.#o.log.info('peers programmed', { peers: this.#status.peers, skipped: this.#status.skipped });

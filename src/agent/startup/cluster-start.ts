@@ -17,6 +17,7 @@ import type { Logger } from '../log.js';
 import type { UndoStack } from '../undo-stack.js';
 import { savedUplinkIp } from './bridging.js';
 import { ClusterNode, resolvePodCIDRs } from './cluster-node.js';
+import type { EgressControl } from './egress-start.js';
 
 /** How long a first start waits for the store to lease this node's CIDRs. */
 const LEASE_WAIT_MS = 30_000;
@@ -108,6 +109,7 @@ export async function startMembership(
   underlayIndex: number | undefined,
   log: Logger,
   undo: UndoStack,
+  egress?: EgressControl,
 ): Promise<ClusterStart> {
   if (!opened.cluster) return { node: undefined, pools: undefined };
   const { settings: c, store, uplink } = opened.cluster;
@@ -133,7 +135,12 @@ export async function startMembership(
     ...(vtepMac && store.writable ? { vtepMac } : {}),
     ...(uplink.mac && store.writable ? { uplinkMac: uplink.mac } : {}),
   };
-  const node = new ClusterNode(membershipOptions(config, c, store, uplink.ip, log), overlay, record);
+  const options = membershipOptions(config, c, store, uplink.ip, log);
+  const node = new ClusterNode(
+    egress ? { ...options, onPeers: (peers) => egress.setPeers(peers) } : options,
+    overlay,
+    record,
+  );
   node.start();
   undo.push('cluster membership', () => node.stop());
   return { node, pools: store.pools };

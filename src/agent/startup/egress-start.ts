@@ -1,0 +1,119 @@
+/**
+ * Egress masquerade at agent start (decision 18, `datapath/egress-masquerade.ts`): the table is
+ * installed once, after the datapath and before the membership, whose peer lists then change only
+ * the set of kept destinations. Removed at stop; put back by reconcile when missing.
+ *
+ * Kept destinations (the pod keeps its source address): this node's pod CIDRs, the cluster CIDRs
+ * when the node leases from them, every peer's pod CIDRs as the store lists them, and
+ * `noMasqueradeCIDRs`.
+ */
+import { DatapathError } from '../../base/errors.js';
+import type { NodeRecord } from '../../cluster/store.js';
+import {
+  EgressMasquerade,
+  type MasqueradeCounters,
+  readEgressTable,
+  removeEgressTable,
+} from '../../datapath/egress-masquerade.js';
+import type { Nft } from '../../kernel/nft.js';
+import type { AgentConfig } from '../config.js';
+import type { Logger } from '../log.js';
+import type { UndoStack } from '../undo-stack.js';
+
+/** What the agent does with the masquerade after start: peers, reconcile, metrics. */
+export class EgressControl {
+  readonly #masq: EgressMasquerade;
+  /** Kept whatever the peers: own CIDRs, cluster CIDRs, noMasqueradeCIDRs. */
+  readonly #fixed: readonly string[];
+  readonly #log: Logger;
+  #counting: Promise<MasqueradeCounters[]> | undefined;
+
+  constructor(masq: EgressMasquerade, fixed: readonly string[], log: Logger) {
+    this.#masq = masq;
+    this.#fixed = fixed;
+    this.#log = log;
+  }
+
+  /** The kept destinations now installed. */
+  get keep(): readonly string[] {
+    return this.#masq.sets.keep;
+  }
+
+  /**
+   * The membership's list of peers changed: their pod CIDRs become the kept set (a set update, not
+   * new rules). A failure is logged and leaves the table as it was; the next change or reconcile
+   * tries again.
+   */
+  async setPeers(peers: readonly NodeRecord[]): Promise<void> {
+    const keep = [...this.#fixed, ...peers.flatMap((p) => p.podCIDRs)];
+    const before = [...this.keep].sort().join(',');
+    if ([...keep].sort().join(',') === before) return;
+    try {
+      await this.#masq.setKeep(keep);
+      this.#log.info('egress masquerade: kept destinations changed', { keep });
+    } catch (err) {
+      this.#log.warn('egress masquerade: kept destinations not updated', { err: String(err) });
+    }
+  }
+
+  /** Reconcile: puts the table back when it is missing or damaged; a failure is logged, not thrown. */
+  async ensure(): Promise<void> {
+    try {
+      if (await this.#masq.ensure())
+        this.#log.warn('egress masquerade table was missing or incomplete: reinstated', { keep: this.keep });
+    } catch (err) {
+      this.#log.error('egress masquerade table could not be checked or reinstated', { err: String(err) });
+    }
+  }
+
+  /** Counters for the metrics endpoint; one `nft` run shared by the gauges of one scrape. */
+  counters(): Promise<MasqueradeCounters[]> {
+    if (!this.#counting) {
+      this.#counting = this.#masq.counters().finally(() => {
+        this.#counting = undefined;
+      });
+    }
+    return this.#counting;
+  }
+}
+
+/**
+ * Installs the masquerade (or, when turned off, removes a table an earlier run left). In cluster
+ * mode the kept set of the table an earlier run left (a restart, a crash) is carried over until the
+ * store's first list of peers replaces it, so connections to other nodes' pods opened meanwhile
+ * keep their source too.
+ */
+export async function startEgress(
+  config: AgentConfig,
+  nft: Nft,
+  log: Logger,
+  undo: UndoStack,
+): Promise<EgressControl | undefined> {
+  if (!config.egressMasquerade) {
+    try {
+      await removeEgressTable(nft);
+    } catch (err) {
+      // Without nft there is no table to remove either.
+      log.warn('egress masquerade off; could not check for a leftover table', { err: String(err) });
+    }
+    return undefined;
+  }
+  const fixed = [
+    ...config.podCIDRs,
+    ...(config.cluster?.pool?.clusterCIDRs ?? []),
+    ...config.noMasqueradeCIDRs,
+  ];
+  const carried = config.cluster ? ((await readEgressTable(nft))?.keep ?? []) : [];
+  const masq = new EgressMasquerade(nft, { sources: config.podCIDRs, keep: [...fixed, ...carried] });
+  try {
+    await masq.install();
+  } catch (err) {
+    throw new DatapathError(
+      `egressMasquerade: cannot install the nftables table (needs nft and nf_tables NAT); set egressMasquerade: false to run without: ${String(err)}`,
+      { cause: err },
+    );
+  }
+  undo.push('egress masquerade', () => masq.remove());
+  log.info('egress masquerade installed', { sources: config.podCIDRs, keep: masq.sets.keep });
+  return new EgressControl(masq, fixed, log);
+}
