@@ -20,13 +20,14 @@ import type { Logger } from '../log.js';
 import { attachmentKey, hostVethName, networkOfAlias } from './host-veth.js';
 import { StepTimer } from './step-timer.js';
 
+/** Resolves false when the attachment is another network's and nothing was deleted. */
 export async function cmdDel(
   ctx: AgentContext,
   att: Attachment,
   network: string,
   log: Logger,
   answer: () => void = () => {},
-): Promise<void> {
+): Promise<boolean> {
   const t = new StepTimer();
   const hostName = hostVethName(att.containerId, att.ifname);
   const recorded = recordedNetwork(ctx, att, hostName);
@@ -37,7 +38,7 @@ export async function cmdDel(
       hostVeth: hostName,
     });
     answer();
-    return;
+    return false;
   }
   await ctx.announcer.cancel(attachmentKey(att.containerId, att.ifname));
   t.mark('announcer');
@@ -54,7 +55,7 @@ export async function cmdDel(
       hostVeth: hostName,
       err: String(err),
     });
-    return;
+    return true;
   }
   t.mark('veth');
   log.info('attachment deleted', {
@@ -63,6 +64,7 @@ export async function cmdDel(
     released: released.map((a) => a.ip),
     steps: t.steps,
   });
+  return true;
 }
 
 /** The network the attachment's claims name, else its host veth's alias; undefined when neither does. */

@@ -65,11 +65,11 @@ export async function cmdGc(
       report.kept++;
       continue;
     }
-    // Judged again on the attachment's key: the claims may have changed since the listing.
+    // On the attachment's key: the claims may have changed since the listing (a DEL, then an ADD of
+    // the same pair for another network, which cmdDel then recognises and leaves alone).
     const released = await guard.serial(key, async () => {
-      if (!ctx.ipam.owned(att).some((a) => a.network === network)) return false;
-      await cmdDel(ctx, att, network, log);
-      return true;
+      if (ctx.ipam.owned(att).length === 0) return false;
+      return cmdDel(ctx, att, network, log);
     });
     if (released) report.released.push(att);
   }
