@@ -104,14 +104,6 @@ export function asRecord(value: unknown): AllocationRecord | undefined {
 }
 
 /**
- * Whether the claim belongs to CNI network `network`: recorded with that name. A legacy claim (no
- * name) belongs to no network here, so that no GC removes it on a guess.
- */
-export function isOfNetwork(rec: AllocationRecord, network: string): boolean {
-  return rec.network === network;
-}
-
-/**
  * Argument checks shared by implementations, so that they refuse the same inputs.
  * Returns the canonical address text.
  */
