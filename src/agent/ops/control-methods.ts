@@ -14,6 +14,8 @@ export interface PodRow {
   pod: string | undefined;
   containerId: string;
   ifname: string;
+  /** The CNI network the claims are recorded with; undefined for claims written before it was recorded. */
+  network: string | undefined;
   addresses: string[];
   mac: string;
   hostVeth: string;
@@ -69,6 +71,7 @@ async function pods(ctx: AgentContext): Promise<PodRow[]> {
         pod: c.pod,
         containerId: c.containerId,
         ifname: c.ifname,
+        network: c.network,
         addresses: [],
         mac: '',
         hostVeth,
