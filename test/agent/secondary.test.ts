@@ -20,7 +20,8 @@
  * - the host veth alias not consulted by GC: test 3 (the other network's unclaimed veth removed);
  * - legacy claims judged like named ones: test 4 (GC of `podwire` releases the legacy pod);
  * - CHECK not adopting the name: test 4 (the last GC leaves the adopted claim);
- * - DEL not comparing the network: test 4 (DEL from the wrong network releases the pod).
+ * - DEL not comparing the network: test 4 (DEL from the wrong network releases the pod);
+ * - CHECK not comparing the network: test 2 (CHECK under the wrong name passes).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -272,6 +273,33 @@ for (const datapath of DATAPATHS) {
         `podwire network ${SEC}`,
         `podwire network ${SEC}`,
       ]);
+
+      // CHECK under another network's name: that attachment does not exist.
+      const wrong = await node.cni({
+        command: 'CHECK',
+        containerId: 'sec-c',
+        netns: pods.c,
+        ifname: 'net1',
+        conf: { defaultRoute: false, routes: SEC_ROUTES, prevResult: net1.json },
+      });
+      assert.equal((wrong.json as { code: number }).code, 104, wrong.stdout);
+      assert.match((wrong.json as { msg: string }).msg, /in network podwire-sec, not podwire/);
+
+      // A route of a family the pod has no address of: refused, naming it, and nothing left behind.
+      const claimsBefore = claimKeys();
+      const vethsBefore = (await hostVeths(node.nodeNs)).length;
+      const v6 = await node.cni({
+        command: 'ADD',
+        containerId: 'sec-c',
+        netns: pods.c,
+        ifname: 'net2',
+        conf: { name: SEC, defaultRoute: false, routes: [{ dst: 'fd00:50::/64' }] },
+      });
+      assert.equal((v6.json as { code: number }).code, 7, v6.stdout);
+      assert.match((v6.json as { msg: string }).msg, /^routes\[0\]\.dst: fd00:50::\/64 is IPv6/);
+      assert.deepEqual(claimKeys(), claimsBefore);
+      assert.equal((await hostVeths(node.nodeNs)).length, vethsBefore);
+      assert.deepEqual((await linkNames(pods.c)).sort(), ['eth0', 'lo', 'net1']);
     });
 
     test("GC of podwire-sec with no valid attachment removes only that network's attachments", async () => {
