@@ -35,13 +35,16 @@ import { ovsAvailable } from '../../bed/ovs.js';
 import { hostVethName } from '../../src/agent/cni/host-veth.js';
 
 const POD_CIDR = '10.244.27.0/24';
+const POD_CIDR6 = 'fd00:10:244:27::/64';
+const POD_GW6 = 'fd00:10:244:27::1';
+const EXT_IP6 = 'fd00:50::1';
 const POD_GW = '10.244.27.1';
 const BRIDGE_SUBNET = '10.99.27.0/24';
 const BRIDGE_GW = '10.99.27.1';
 const EXT_IP = '192.168.50.1';
 const OUTSIDE_IP = '203.0.113.1';
 const SEC = 'podwire-sec';
-const SEC_ROUTES = [{ dst: '192.168.50.0/24' }];
+const SEC_ROUTES = [{ dst: '192.168.50.0/24' }, { dst: 'fd00:50::/64' }];
 
 /** Both datapaths where OVS is installed; `PODWIRE_SECONDARY_DATAPATHS=ovs` (say) picks. */
 const DATAPATHS = (
@@ -49,13 +52,17 @@ const DATAPATHS = (
 ).split(',') as Array<'linux-bridge' | 'ovs'>;
 
 for (const datapath of DATAPATHS) {
-  const node = new TestNode({ podCIDRs: [POD_CIDR], datapath });
+  const node = new TestNode({ podCIDRs: [POD_CIDR, POD_CIDR6], datapath });
   const hostLocalDir = join(node.dir, 'host-local');
 
   before(async () => {
     await node.setup();
     await must('ip', ['netns', 'exec', node.nodeNs, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-    await stubNetwork('ext', `${EXT_IP}/24`, '192.168.50.254/24', POD_CIDR);
+    await must('ip', ['netns', 'exec', node.nodeNs, 'sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
+    const ext = await stubNetwork('ext', `${EXT_IP}/24`, '192.168.50.254/24', POD_CIDR);
+    await must('ip', ['-n', node.nodeNs, 'addr', 'add', 'fd00:50::fe/64', 'dev', 'st-ext', 'nodad']);
+    await must('ip', ['-n', ext, 'addr', 'add', `${EXT_IP6}/64`, 'dev', 'up0', 'nodad']);
+    await must('ip', ['-n', ext, 'route', 'add', POD_CIDR6, 'via', 'fd00:50::fe']);
     await stubNetwork('outside', `${OUTSIDE_IP}/24`, '203.0.113.254/24', BRIDGE_SUBNET);
   });
   after(() => node.cleanup());
@@ -81,6 +88,16 @@ for (const datapath of DATAPATHS) {
       'netns',
       ns,
     ]);
+    // No DAD on either end: a tentative link-local address holds back neighbour discovery for ~1 s.
+    await must('ip', [
+      'netns',
+      'exec',
+      node.nodeNs,
+      'sysctl',
+      '-qw',
+      `net.ipv6.conf.${hostEnd}.accept_dad=0`,
+    ]);
+    await must('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.up0.accept_dad=0']);
     await must('ip', ['-n', node.nodeNs, 'addr', 'add', nodeAddress, 'dev', hostEnd]);
     await must('ip', ['-n', node.nodeNs, 'link', 'set', hostEnd, 'up']);
     await must('ip', ['-n', ns, 'addr', 'add', address, 'dev', 'up0']);
@@ -138,7 +155,10 @@ for (const datapath of DATAPATHS) {
   /** One ping from `ns`, optionally bound to an interface (`ping -I`). */
   async function ping(ns: string, ip: string, ifname?: string): Promise<boolean> {
     const bind = ifname === undefined ? [] : ['-I', ifname];
-    return (await run('ip', ['netns', 'exec', ns, 'ping', '-c', '1', '-W', '2', ...bind, ip])).code === 0;
+    const v6 = ip.includes(':') ? ['-6'] : [];
+    return (
+      (await run('ip', ['netns', 'exec', ns, 'ping', ...v6, '-c', '1', '-W', '2', ...bind, ip])).code === 0
+    );
   }
 
   interface IpRoute {
@@ -147,11 +167,14 @@ for (const datapath of DATAPATHS) {
     dev: string;
   }
 
-  async function routes(ns: string): Promise<IpRoute[]> {
-    return ipJson<IpRoute[]>(ns, ['-4', 'route', 'show', 'table', 'main']);
+  async function routes(ns: string, family: '-4' | '-6' = '-4'): Promise<IpRoute[]> {
+    return ipJson<IpRoute[]>(ns, [family, 'route', 'show', 'table', 'main']);
   }
 
-  /** The claims in the agent's store with the network each names ('-' for none), as "id/ifname/net". */
+  /**
+   * The attachments with claims in the agent's store and the network their claims name ('-' for none),
+   * as "id/ifname/net"; an attachment's two claims (IPv4, IPv6) count once when they agree.
+   */
   function claimKeys(): string[] {
     const root = join(node.dir, 'state', 'ipam');
     const out: string[] = [];
@@ -162,7 +185,7 @@ for (const datapath of DATAPATHS) {
         out.push(`${rec.containerId}/${rec.ifname}/${rec.network ?? '-'}`);
       }
     }
-    return out.sort();
+    return [...new Set(out)].sort();
   }
 
   /** The pod ports of the datapath: Linux bridge ports of podwire0, or OVS ports of br-podwire. */
@@ -198,10 +221,13 @@ for (const datapath of DATAPATHS) {
       const result = net1.json as { routes: unknown[]; ips: Array<{ address: string; interface: number }> };
       assert.deepEqual(
         result.routes,
-        [{ dst: '192.168.50.0/24', gw: POD_GW }],
+        [
+          { dst: '192.168.50.0/24', gw: POD_GW },
+          { dst: 'fd00:50::/64', gw: POD_GW6 },
+        ],
         'the result reports the routes',
       );
-      assert.equal(result.ips.length, 1);
+      assert.equal(result.ips.length, 2);
       const table = await routes(pods.a);
       const defaults = table.filter((r) => r.dst === 'default');
       assert.deepEqual(
@@ -214,12 +240,23 @@ for (const datapath of DATAPATHS) {
         [`${POD_GW} net1`],
         'the configured route is on net1 via the pod gateway',
       );
+      const table6 = await routes(pods.a, '-6');
+      assert.deepEqual(
+        table6.filter((r) => r.dst === 'default'),
+        [],
+        'no IPv6 default route: net1 adds none',
+      );
+      assert.deepEqual(
+        table6.filter((r) => r.dst === 'fd00:50::/64').map((r) => `${r.gateway} ${r.dev}`),
+        [`${POD_GW6} net1`],
+      );
 
       // Each network reaches what lies behind it, and only through its own interface.
       assert.ok(await ping(pods.a, BRIDGE_GW), 'eth0: the bridge network gateway');
       assert.ok(await ping(pods.a, OUTSIDE_IP), 'eth0: beyond the default route');
       assert.ok(await ping(pods.a, POD_GW), 'net1: the podwire gateway');
       assert.ok(await ping(pods.a, EXT_IP), 'net1: the configured route');
+      assert.ok(await ping(pods.a, EXT_IP6), 'net1: the configured IPv6 route');
       assert.ok(await ping(pods.a, bIp), 'net1: a pod of podwire');
 
       // CHECK looks for the configured route.
@@ -285,18 +322,22 @@ for (const datapath of DATAPATHS) {
       assert.equal((wrong.json as { code: number }).code, 104, wrong.stdout);
       assert.match((wrong.json as { msg: string }).msg, /in network podwire-sec, not podwire/);
 
-      // A route of a family the pod has no address of: refused, naming it, and nothing left behind.
+      // A route the kernel refuses (its gateway is on no link of the pod): the ADD fails after the
+      // veth, the addresses and the first route exist, and undoes all of it.
       const claimsBefore = claimKeys();
       const vethsBefore = (await hostVeths(node.nodeNs)).length;
-      const v6 = await node.cni({
+      const refused = await node.cni({
         command: 'ADD',
         containerId: 'sec-c',
         netns: pods.c,
         ifname: 'net2',
-        conf: { name: SEC, defaultRoute: false, routes: [{ dst: 'fd00:50::/64' }] },
+        conf: {
+          name: SEC,
+          defaultRoute: false,
+          routes: [{ dst: '192.168.50.0/24' }, { dst: '172.16.0.0/12', gw: '10.1.2.3' }],
+        },
       });
-      assert.equal((v6.json as { code: number }).code, 7, v6.stdout);
-      assert.match((v6.json as { msg: string }).msg, /^routes\[0\]\.dst: fd00:50::\/64 is IPv6/);
+      assert.equal((refused.json as { code: number }).code, 105, refused.stdout);
       assert.deepEqual(claimKeys(), claimsBefore);
       assert.equal((await hostVeths(node.nodeNs)).length, vethsBefore);
       assert.deepEqual((await linkNames(pods.c)).sort(), ['eth0', 'lo', 'net1']);
@@ -363,15 +404,22 @@ for (const datapath of DATAPATHS) {
       pods.d = await node.addPod('d');
       const add = await node.cni({ command: 'ADD', containerId: 'legacy-d', netns: pods.d });
       ok(add, 'ADD');
-      // Rewrite the claim as an earlier podwire wrote it, agent stopped.
+      // Rewrite its claims (IPv4, IPv6) as an earlier podwire wrote them, agent stopped.
       await node.stopAgent();
-      const dir = join(node.dir, 'state', 'ipam', '10.244.27.0_24');
-      const ip = resultIps(add)[0] as string;
-      const file = join(dir, ip);
-      const rec = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-      assert.equal(rec.network, 'podwire');
-      delete rec.network;
-      writeFileSync(file, `${JSON.stringify(rec)}\n`);
+      const root = join(node.dir, 'state', 'ipam');
+      let rewritten = 0;
+      for (const range of readdirSync(root)) {
+        for (const name of readdirSync(join(root, range))) {
+          const file = join(root, range, name);
+          const rec = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+          if (rec.containerId !== 'legacy-d') continue;
+          assert.equal(rec.network, 'podwire');
+          delete rec.network;
+          writeFileSync(file, `${JSON.stringify(rec)}\n`);
+          rewritten++;
+        }
+      }
+      assert.equal(rewritten, 2);
       await node.startAgent();
       assert.ok(claimKeys().includes('legacy-d/eth0/-'), 'kept by reconcile: its veth exists');
 
