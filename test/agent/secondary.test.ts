@@ -18,7 +18,7 @@
  *   deletes through, so either one alone keeps other networks' claims): test 3 (podwire's own
  *   attachments released by GC of podwire-sec);
  * - the host veth alias not consulted by GC: test 3 (the other network's unclaimed veth removed);
- * - legacy claims judged like named ones: test 4 (GC of `podwire` releases the legacy pod);
+ * - legacy claims judged like named ones: test 4 (the first GC, of podwire-sec, releases the legacy pod);
  * - CHECK not adopting the name: test 4 (the last GC leaves the adopted claim);
  * - DEL not comparing the network: test 4 (DEL from the wrong network releases the pod);
  * - CHECK not comparing the network: test 2 (CHECK under the wrong name passes).
