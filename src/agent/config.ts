@@ -42,7 +42,7 @@ export interface AgentConfig {
   /** linux-bridge: the pods' identity guards (decision 17); `off` only for kernels without nf_tables' bridge family. */
   podGuards: 'on' | 'off';
   /**
-   * Egress masquerade (decision 18): packets from this node's pod CIDRs to anything outside the
+   * Egress masquerade (decision 20): packets from this node's pod CIDRs to anything outside the
    * cluster's pod networks and `noMasqueradeCIDRs` leave with the node's address.
    */
   egressMasquerade: boolean;

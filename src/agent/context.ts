@@ -24,6 +24,6 @@ export interface AgentContext {
   log: Logger;
   /** This node's cluster membership; undefined on a single node. */
   cluster: ClusterNode | undefined;
-  /** The egress masquerade (decision 18); undefined when `egressMasquerade: false`. */
+  /** The egress masquerade (decision 20); undefined when `egressMasquerade: false`. */
   egress?: EgressControl | undefined;
 }

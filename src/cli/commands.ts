@@ -91,14 +91,15 @@ export const COMMANDS: Record<string, Command> = {
   },
   pods: {
     summary: 'a table of the pods on this node',
-    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID, interface, addresses, MAC, host port, age.\n\n${COMMON}`,
+    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID, interface, CNI network ('-': recorded before podwire kept it), addresses, MAC, host port, age.\n\n${COMMON}`,
     run: ask('pods', (r) =>
       table(
-        ['POD', 'CONTAINER', 'IFACE', 'ADDRESSES', 'MAC', 'HOST PORT', 'AGE'],
+        ['POD', 'CONTAINER', 'IFACE', 'NETWORK', 'ADDRESSES', 'MAC', 'HOST PORT', 'AGE'],
         (r as PodRow[]).map((p) => [
           p.pod ?? '-',
           p.containerId.slice(0, 12),
           p.ifname,
+          p.network ?? '-',
           p.addresses.join(','),
           p.mac,
           p.hostIfindex === undefined ? `${p.hostVeth} (MISSING)` : `${p.hostVeth}#${p.hostIfindex}`,

@@ -9,6 +9,7 @@
  */
 
 import { DecodeError, IncompatibleVersionError, type PodwireError } from '../base/errors.js';
+import { formatIp, isPrefix, parseIp, parsePrefix } from '../base/ip.js';
 import {
   expectObject,
   fieldPath,
@@ -17,6 +18,7 @@ import {
   type JsonObject,
   own,
   readArray,
+  readBoolean,
   readObject,
   readString,
   requireString,
@@ -30,7 +32,7 @@ import {
   validatePluginType,
 } from './names.js';
 import { parseDns, parseResult } from './result.js';
-import type { Attachment, CniCommand, NetConf } from './types.js';
+import type { Attachment, CniCommand, ConfRoute, NetConf } from './types.js';
 import { isSupportedVersion, SUPPORTED_VERSIONS, supportsCheck, supportsGcStatus } from './versions.js';
 
 /** The GC key as libcni sends it, and as SPEC.md names it since the 1.1.0 erratum. */
@@ -174,8 +176,49 @@ export function parseNetConf(
   }
   const dns = readObject(obj, 'dns', '');
   if (dns !== undefined) conf.dns = parseDns(dns, 'dns');
+  const defaultRoute = readBoolean(obj, 'defaultRoute', '');
+  if (defaultRoute !== undefined) conf.defaultRoute = defaultRoute;
+  const routes = parseConfRoutes(obj, defaultRoute !== false);
+  if (routes !== undefined) conf.routes = routes;
 
   return conf;
+}
+
+/**
+ * podwire's `routes`: `[{"dst": CIDR, "gw"?: IP}]`. A `dst` with host bits set is refused (the kernel
+ * would refuse it at ADD, after the address was claimed); so is a dst listed twice, and a default
+ * route while `defaultRoute` adds one anyway (the second would fail with EEXIST at ADD).
+ */
+function parseConfRoutes(obj: JsonObject, defaultRoute: boolean): ConfRoute[] | undefined {
+  const list = readArray(obj, 'routes', '');
+  if (list === undefined) return undefined;
+  const seen = new Set<string>();
+  return list.map((item, i) => {
+    const at = fieldPath('routes', i);
+    const entry = expectObject(item, at);
+    const dstText = requireString(entry, 'dst', at);
+    const dst = parsePrefix(dstText);
+    if (!isPrefix(dst)) throw invalid(fieldPath(at, 'dst'), `${quote(dstText)}: ${dst.error}`);
+    if (dst.length === 0 && defaultRoute) {
+      throw invalid(
+        fieldPath(at, 'dst'),
+        `${dst.text} is the default route, which ADD adds anyway; set "defaultRoute": false to list it here`,
+      );
+    }
+    if (seen.has(dst.text)) throw invalid(fieldPath(at, 'dst'), `${dst.text} is listed twice`);
+    seen.add(dst.text);
+    const route: ConfRoute = { dst: dst.text };
+    const gwText = readString(entry, 'gw', at);
+    if (gwText !== undefined) {
+      const gw = parseIp(gwText);
+      if (gw === undefined) throw invalid(fieldPath(at, 'gw'), `${quote(gwText)} is not an IP address`);
+      if (gw.family !== dst.family) {
+        throw invalid(fieldPath(at, 'gw'), `is IPv${gw.family} but dst ${dst.text} is IPv${dst.family}`);
+      }
+      route.gw = formatIp(gw.family, gw.value);
+    }
+    return route;
+  });
 }
 
 /**

@@ -54,6 +54,14 @@ export function requireString(obj: JsonObject, key: string, parent: string): str
   return value;
 }
 
+export function readBoolean(obj: JsonObject, key: string, parent: string): boolean | undefined {
+  const value = own(obj, key);
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean')
+    throw invalid(fieldPath(parent, key), `must be a boolean, got ${typeName(value)}`);
+  return value;
+}
+
 export function readObject(obj: JsonObject, key: string, parent: string): JsonObject | undefined {
   const value = own(obj, key);
   return value === undefined ? undefined : expectObject(value, fieldPath(parent, key));

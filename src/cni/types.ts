@@ -86,6 +86,14 @@ export interface CniRoute {
   scope?: number;
 }
 
+/** A route of podwire's `routes` configuration key. */
+export interface ConfRoute {
+  /** Canonical prefix text, host bits zero. */
+  dst: string;
+  /** Canonical address text; absent: the pod's gateway of the route's family. */
+  gw?: string;
+}
+
 export interface CniDns {
   nameservers?: string[];
   domain?: string;
@@ -117,6 +125,17 @@ export interface NetConf {
   capabilities?: Record<string, boolean>;
   ipam?: Record<string, unknown>;
   dns?: CniDns;
+  /**
+   * podwire's own key `defaultRoute` (absent: true): whether ADD gives the pod interface a default
+   * route per family via the pod's gateway. A secondary network (Multus `net1`, beside another CNI
+   * that owns `eth0` and the default route) sets it false and lists its `routes` instead.
+   */
+  defaultRoute?: boolean;
+  /**
+   * podwire's own key `routes`: more routes on the pod interface, `dst` canonical, each via `gw` when
+   * given, else via the pod's gateway of its family; reported in the ADD result and checked by CHECK.
+   */
+  routes?: ConfRoute[];
   /** The whole decoded object, for plugin-specific keys (bridge, mtu, ...); never mutated. */
   raw: Readonly<Record<string, unknown>>;
 }

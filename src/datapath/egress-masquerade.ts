@@ -1,5 +1,5 @@
 /**
- * Egress masquerade (decision 18): packets from this node's pod CIDRs to anything outside the
+ * Egress masquerade (decision 20): packets from this node's pod CIDRs to anything outside the
  * cluster's pod networks leave with the node's address; packets to the pod networks keep the pod's
  * source. One podwire-owned table, `inet podwire_nat`, for both datapaths (the routing decision and
  * the masquerade happen in the node's IP stack, whichever switch the pod hangs off):

@@ -85,7 +85,10 @@ export class NodeLocalAllocator {
    * ERR_IPAM_EXHAUSTED if a range is full. On any failure, the addresses claimed by this call are
    * released again before it rejects.
    */
-  async allocate(attachment: AttachmentKey, meta: { pod?: string } = {}): Promise<Allocation[]> {
+  async allocate(
+    attachment: AttachmentKey,
+    meta: { pod?: string; network?: string } = {},
+  ): Promise<Allocation[]> {
     const owner = checkAttachment(attachment);
     return this.#attachments.run(attachmentKey(owner), async () => {
       for (const range of this.#ranges) {
@@ -98,6 +101,7 @@ export class NodeLocalAllocator {
       }
       const rec: AllocationRecord = { ...owner, createdAt: this.#now().toISOString() };
       if (meta.pod !== undefined) rec.pod = meta.pod;
+      if (meta.network !== undefined) rec.network = meta.network;
       const done: Allocation[] = [];
       for (const range of this.#ranges) {
         try {
@@ -143,6 +147,39 @@ export class NodeLocalAllocator {
   lookup(attachment: AttachmentKey): Allocation[] {
     const owner = checkAttachment(attachment);
     return this.#ranges.flatMap((range) => range.ipsOf(owner).map((ip) => toAllocation(range, ip)));
+  }
+
+  /** The attachment's current allocations with their records (the network they are recorded with). */
+  owned(attachment: AttachmentKey): OwnedAllocation[] {
+    const owner = checkAttachment(attachment);
+    return this.#ranges.flatMap((range) =>
+      range.ipsOf(owner).flatMap((ip) => {
+        const rec = range.held.get(ip);
+        return rec === undefined ? [] : [{ ...toAllocation(range, ip), ...rec }];
+      }),
+    );
+  }
+
+  /**
+   * Records `network` in the attachment's legacy claims (store.ts, `adoptNetwork`); a claim that names a
+   * network already keeps it. Returns the addresses whose record changed.
+   */
+  async adoptNetwork(attachment: AttachmentKey, network: string): Promise<string[]> {
+    const owner = checkAttachment(attachment);
+    return this.#attachments.run(attachmentKey(owner), async () => {
+      const adopted: string[] = [];
+      for (const range of this.#ranges) {
+        for (const ip of range.ipsOf(owner)) {
+          const rec = range.held.get(ip);
+          if (rec === undefined || rec.network !== undefined) continue;
+          if (await this.#store.adoptNetwork(range.rangeId, ip, owner, network)) {
+            range.add(ip, { ...rec, network });
+            adopted.push(ip);
+          }
+        }
+      }
+      return adopted;
+    });
   }
 
   /** Per range: how many addresses pods can receive and how many this allocator knows are held. */

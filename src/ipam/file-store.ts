@@ -5,6 +5,9 @@
  * claim   = write the record to a temp file in the range dir, fsync it, link(2) it to the address
  *           name (atomic; EEXIST means taken), unlink the temp, fsync the range dir.
  * release = read the record, check the owner, unlink (not fsynced: see the invariants in store.ts).
+ * adopt   = read the record, check the owner and that it names no network, write the new record to
+ *           a temp file, fsync it, rename(2) it over the address file (atomic; the dir is not fsynced:
+ *           an adoption lost to power loss leaves a legacy claim, see store.ts).
  * The range dir's fsync is group-committed (dir-sync.ts): concurrent claims share one.
  * A crash at any point leaves the address file either absent or complete (it is only ever created
  * by linking an fsynced file), plus at most a stale temp file, which `open` removes.
@@ -15,7 +18,7 @@
  * agent serialises calls per attachment).
  */
 
-import { readFile } from 'node:fs/promises';
+import { readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PodwireError, StoreError } from '../base/errors.js';
 import { DirSyncer } from './dir-sync.js';
@@ -125,6 +128,30 @@ export class FileStore implements IpamStore {
     });
   }
 
+  adoptNetwork(rangeId: string, ip: string, owner: AttachmentKey, network: string): Promise<boolean> {
+    return this.#op(`recording network ${network} for ${ip} in ${rangeId}`, async () => {
+      const canonical = checkKey(rangeId, ip);
+      const rangeDir = join(this.dir, rangeDirName(rangeId));
+      const file = join(rangeDir, addressFileName(canonical));
+      // On the release mutex: a release of the same claim must not run between the check and the rename,
+      // or the rename would bring a released claim back.
+      return this.#releases.run(file, async () => {
+        const rec = await readRecord(file);
+        if (rec === undefined || !isOwner(rec, owner) || rec.network !== undefined) return false;
+        const data = `${JSON.stringify(checkRecord({ ...rec, network }))}\n`;
+        const temp = join(rangeDir, tempFileName());
+        try {
+          await writeNewFileDurably(temp, data);
+          await rename(temp, file);
+        } catch (err) {
+          await removeAfterFailure(temp, err);
+          throw err;
+        }
+        return true;
+      });
+    });
+  }
+
   list(rangeId: string): Promise<StoredClaim[]> {
     return this.#op(`listing ${rangeId}`, async () => {
       checkRangeId(rangeId);
@@ -202,7 +229,7 @@ async function removeAfterFailure(temp: string, err: unknown): Promise<void> {
   try {
     await unlinkIfExists(temp);
   } catch (unlinkErr) {
-    throw new AggregateError([err, unlinkErr], `claim failed and its temp file ${temp} remains`, {
+    throw new AggregateError([err, unlinkErr], `writing a record failed and its temp file ${temp} remains`, {
       cause: err,
     });
   }

@@ -56,6 +56,17 @@ export class MemoryStore implements IpamStore {
     });
   }
 
+  adoptNetwork(rangeId: string, ip: string, owner: AttachmentKey, network: string): Promise<boolean> {
+    return this.#op(() => {
+      const key = checkKey(rangeId, ip);
+      const rec = this.backing.get(rangeId)?.get(key);
+      if (rec === undefined || !isOwner(rec, owner) || rec.network !== undefined) return false;
+      const adopted = checkRecord({ ...rec, network });
+      this.backing.get(rangeId)?.set(key, adopted);
+      return true;
+    });
+  }
+
   list(rangeId: string): Promise<StoredClaim[]> {
     return this.#op(() => {
       checkRangeId(rangeId);

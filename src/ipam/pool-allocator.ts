@@ -31,6 +31,8 @@ export interface PoolRequest {
   /** A fixed address the runtime asked for, and where it came from ("CNI_ARGS IP", "runtimeConfig.ips"). */
   ip?: { value: string; source: string };
   pod?: string;
+  /** The CNI network name to record with the claim (store.ts, `AllocationRecord.network`). */
+  network?: string;
 }
 
 interface Held {
@@ -125,6 +127,7 @@ export class PoolAllocator {
       const rangeId = poolRangeId(pool);
       const rec: AllocationRecord = { containerId: att.containerId, ifname: att.ifname, createdAt };
       if (req.pod !== undefined) rec.pod = req.pod;
+      if (req.network !== undefined) rec.network = req.network;
       try {
         if (!(await this.#o.local.claim(rangeId, claim.ip, rec)))
           throw new InternalError(`pool ${req.pool}: ${claim.ip} already recorded on this node`);
@@ -234,6 +237,22 @@ export class PoolAllocator {
   lookup(att: AttachmentKey): Allocation[] {
     const held = this.#held.get(attachmentKey(att));
     return held ? [toAllocation(held)] : [];
+  }
+
+  owned(att: AttachmentKey): OwnedAllocation[] {
+    const held = this.#held.get(attachmentKey(att));
+    return held ? [{ ...toAllocation(held), ...held.rec }] : [];
+  }
+
+  /** Records `network` in the attachment's local record when it names none; whether it did. */
+  async adoptNetwork(att: AttachmentKey, network: string): Promise<boolean> {
+    return this.#mutex.run(attachmentKey(att), async () => {
+      const held = this.#held.get(attachmentKey(att));
+      if (!held || held.rec.network !== undefined) return false;
+      if (!(await this.#o.local.adoptNetwork(held.rangeId, held.ip, att, network))) return false;
+      held.rec = { ...held.rec, network };
+      return true;
+    });
   }
 
   list(): OwnedAllocation[] {

@@ -9,6 +9,10 @@
  *   one resolves true, and none succeeds while the key exists.
  * - `release` is compare-and-delete on the owner (containerId, ifname): it never removes a claim
  *   that another attachment holds.
+ * - `adoptNetwork` writes a network name into a claim that has none (a legacy claim), atomically
+ *   (a reader sees the old record or the new one, never a torn one), only when `owner` holds it, and
+ *   never changes a name already recorded. It need not survive power loss: a lost adoption leaves the
+ *   claim legacy, which is the safe side (see `AllocationRecord.network`).
  * - `claim` is durable before it resolves true: a process kill or power loss afterwards does not
  *   undo it. A crash before it resolves leaves the key either wholly claimed (with a complete record)
  *   or absent. A `claim` that rejects (ERR_STORE) may or may not have taken effect; a `release` by
@@ -34,6 +38,15 @@ export interface AllocationRecord {
   createdAt: string;
   /** The Kubernetes pod ("namespace/name", from CNI_ARGS), when the runtime said. */
   pod?: string;
+  /**
+   * The CNI network name (the configuration's `name`) of the attachment: SPEC.md 1.1.0 names an
+   * attachment by (network name, CNI_CONTAINERID, CNI_IFNAME), and CNI GC of a network judges only
+   * the claims recorded with its name. Absent in claims written before podwire recorded it (legacy
+   * claims): no GC of any network removes those, since their network is unknown; they are still
+   * released by DEL of their attachment and by reconcile once their host veth is gone, and they
+   * take the name of the first successful CHECK of their attachment (`adoptNetwork`).
+   */
+  network?: string;
 }
 
 /** An attachment, the owner of a claim: the CNI (CNI_CONTAINERID, CNI_IFNAME) pair. */
@@ -53,6 +66,11 @@ export interface IpamStore {
   claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean>;
   /** Removes the claim if (and only if) `owner` holds it; resolves whether something was removed. */
   release(rangeId: string, ip: string, owner: AttachmentKey): Promise<boolean>;
+  /**
+   * Records `network` in the claim of (rangeId, ip) when `owner` holds it and it names no network yet;
+   * resolves whether the record changed.
+   */
+  adoptNetwork(rangeId: string, ip: string, owner: AttachmentKey, network: string): Promise<boolean>;
   /** Every claim in the range, in no particular order; a snapshot that concurrent calls may change. */
   list(rangeId: string): Promise<StoredClaim[]>;
   close(): Promise<void>;
@@ -75,10 +93,14 @@ function nonEmpty(value: unknown): value is string {
 /** Checks a stored or submitted record; undefined when it is not one (the caller names the source). */
 export function asRecord(value: unknown): AllocationRecord | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const { containerId, ifname, createdAt, pod } = value as Record<string, unknown>;
+  const { containerId, ifname, createdAt, pod, network } = value as Record<string, unknown>;
   if (!nonEmpty(containerId) || !nonEmpty(ifname) || !nonEmpty(createdAt)) return undefined;
   if (pod !== undefined && !nonEmpty(pod)) return undefined;
-  return pod === undefined ? { containerId, ifname, createdAt } : { containerId, ifname, createdAt, pod };
+  if (network !== undefined && !nonEmpty(network)) return undefined;
+  const rec: AllocationRecord = { containerId, ifname, createdAt };
+  if (pod !== undefined) rec.pod = pod;
+  if (network !== undefined) rec.network = network;
+  return rec;
 }
 
 /**
@@ -100,7 +122,7 @@ export function checkRecord(rec: AllocationRecord): AllocationRecord {
   const checked = asRecord(rec);
   if (checked === undefined) {
     throw new InvalidConfigError(
-      `invalid IPAM record ${JSON.stringify(rec)}: containerId, ifname and createdAt must be non-empty strings`,
+      `invalid IPAM record ${JSON.stringify(rec)}: containerId, ifname and createdAt must be non-empty strings (pod and network too, when present)`,
     );
   }
   return checked;

@@ -39,18 +39,19 @@ describe('podwire CLI', () => {
     const r = await cli('pods');
     assert.equal(r.code, 0, r.stderr);
     const [header, row] = r.stdout.trim().split('\n');
-    assert.match(header as string, /^POD +CONTAINER +IFACE +ADDRESSES +MAC +HOST PORT +AGE$/);
+    assert.match(header as string, /^POD +CONTAINER +IFACE +NETWORK +ADDRESSES +MAC +HOST PORT +AGE$/);
     assert.match(
       row as string,
-      /^web\/frontend-1 +cli-ctr-0123 +eth0 +10\.244\.13\.2\/24 +0a:58:0a:f4:0d:02 +pw[0-9a-f]{13}#\d+ +\d+s$/,
+      /^web\/frontend-1 +cli-ctr-0123 +eth0 +podwire +10\.244\.13\.2\/24 +0a:58:0a:f4:0d:02 +pw[0-9a-f]{13}#\d+ +\d+s$/,
     );
     const rows = JSON.parse((await cli('pods', '--json')).stdout) as Array<{
       pod: string;
+      network: string;
       addresses: string[];
     }>;
     assert.deepEqual(
-      rows.map((p) => [p.pod, p.addresses]),
-      [['web/frontend-1', ['10.244.13.2/24']]],
+      rows.map((p) => [p.pod, p.network, p.addresses]),
+      [['web/frontend-1', 'podwire', ['10.244.13.2/24']]],
     );
   });
 

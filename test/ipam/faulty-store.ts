@@ -26,6 +26,11 @@ export class FaultyIpamStore implements IpamStore {
       this.#inner.release(rangeId, ip, owner),
     );
   }
+  adoptNetwork(rangeId: string, ip: string, owner: AttachmentKey, network: string): Promise<boolean> {
+    return this.#plan.wrap(`${this.#prefix}.adoptNetwork`, 'ERR_STORE', () =>
+      this.#inner.adoptNetwork(rangeId, ip, owner, network),
+    );
+  }
   list(rangeId: string): Promise<StoredClaim[]> {
     return this.#plan.wrap(`${this.#prefix}.list`, 'ERR_STORE', () => this.#inner.list(rangeId));
   }

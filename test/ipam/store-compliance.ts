@@ -175,6 +175,40 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         assert.deepEqual(await third.list(RANGE), [{ ip: '10.244.1.2', rec: rec('a') }]);
       }));
 
+    test('a record keeps its network name; adoptNetwork names a legacy claim once, for its owner only', () =>
+      withStores(async (open) => {
+        const store = await open();
+        const named = { ...rec('a'), network: 'podwire-sec' };
+        assert.equal(await store.claim(RANGE, '10.244.1.2', named), true);
+        assert.equal(await store.claim(RANGE, '10.244.1.3', rec('b')), true);
+        assert.equal(
+          await store.adoptNetwork(RANGE, '10.244.1.2', { containerId: 'a', ifname: 'eth0' }, 'other'),
+          false,
+        );
+        assert.equal(
+          await store.adoptNetwork(RANGE, '10.244.1.3', { containerId: 'a', ifname: 'eth0' }, 'x'),
+          false,
+        );
+        assert.equal(
+          await store.adoptNetwork(RANGE, '10.244.1.9', { containerId: 'b', ifname: 'eth0' }, 'x'),
+          false,
+        );
+        const b = { containerId: 'b', ifname: 'eth0' };
+        assert.equal(await store.adoptNetwork(RANGE, '10.244.1.3', b, 'podwire'), true);
+        assert.equal(await store.adoptNetwork(RANGE, '10.244.1.3', b, 'again'), false);
+        const reopened = await open();
+        assert.deepEqual(sorted(await reopened.list(RANGE)), [
+          { ip: '10.244.1.2', rec: named },
+          { ip: '10.244.1.3', rec: { ...rec('b'), network: 'podwire' } },
+        ]);
+        assert.equal(await reopened.release(RANGE, '10.244.1.3', b), true);
+        assert.equal(await reopened.claim(RANGE, '10.244.1.3', rec('c')), true, 'the address is free again');
+        await assert.rejects(
+          store.claim(RANGE, '10.244.1.4', { ...rec('d'), network: '' }),
+          isCode('ERR_INVALID_CONFIG'),
+        );
+      }));
+
     test('close waits for calls in flight, is idempotent, and later calls fail with ERR_STORE', () =>
       withStores(async (open) => {
         const store = await open();

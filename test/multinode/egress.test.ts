@@ -1,5 +1,5 @@
 /**
- * Egress masquerade (issue 13 item 1, decision 18), per datapath: two nodes on a static cluster file
+ * Egress masquerade (issue 13 item 1, decision 20), per datapath: two nodes on a static cluster file
  * (so the kept destinations come from the peers' records), a pod on each, and a plain underlay host
  * that has no route to the pod CIDRs. Every server answers with the address it saw the client at
  * (bed/traffic.ts PEER_SERVER), so each assertion is about the source address that arrived.
@@ -144,7 +144,7 @@ for (const datapath of DATAPATHS) {
     });
 
     // Local delivery never passes postrouting, so a pod reaching its own node keeps its address with
-    // or without the rule; the other node is a destination outside the pod networks (decision 18):
+    // or without the rule; the other node is a destination outside the pod networks (decision 20):
     // depends on the `masquerade` rule (without it node-1 answers the pod through the overlay and
     // sees the pod's address).
     test("a pod reaches its own node with its address, another node with its node's address", async () => {

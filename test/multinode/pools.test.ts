@@ -290,6 +290,14 @@ describe('IP pools', () => {
       [[ip, 'keep-1']],
     );
     assert.match(m.node.logs, /"released":\["blue\/172\.30\.0\.123"\]/);
+    // GC of another network leaves it: the local pool record names its network (decision 18).
+    const other = await m.node.cni({
+      command: 'GC',
+      cniVersion: '1.1.0',
+      conf: { name: 'other-net', 'cni.dev/valid-attachments': [] },
+    });
+    assert.equal(other.code, 0, other.stdout);
+    assert.equal((await claimsOf('blue')).length, 1);
     // GC with no valid attachments releases the pool address too.
     const gc = await m.node.cni({
       command: 'GC',

@@ -4,7 +4,7 @@
  */
 import { InterfaceExistsError } from '../../base/errors.js';
 import { podMac } from '../../base/pod-mac.js';
-import type { Attachment, CniResult } from '../../cni/types.js';
+import type { Attachment, CniResult, CniRoute } from '../../cni/types.js';
 import type { Allocation } from '../../ipam/allocator.js';
 import type { PoolRequest } from '../../ipam/pool-allocator.js';
 import { EthtoolSocket } from '../../kernel/ethtool.js';
@@ -15,8 +15,9 @@ import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
-import { attachmentKey, hostVethName } from './host-veth.js';
+import { attachmentKey, hostVethAlias, hostVethName } from './host-veth.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
+import { podRoutes, type RouteConf } from './pod-routes.js';
 import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
 import { StepTimer } from './step-timer.js';
 
@@ -27,6 +28,10 @@ export interface AddTarget extends Attachment {
   pod: string | undefined;
   /** The IP pool the pod draws from; undefined: the node's pod CIDRs. */
   pool?: PoolRequest | undefined;
+  /** The CNI network name (the configuration's `name`): recorded with the claims and on the host veth. */
+  network: string;
+  /** The network's routes (`defaultRoute`, `routes`). */
+  routeConf: RouteConf;
 }
 
 export async function cmdAdd(
@@ -54,20 +59,25 @@ export async function cmdAdd(
     const allocations = await ipam.allocate(att, {
       ...(att.pod === undefined ? {} : { pod: att.pod }),
       ...(att.pool === undefined ? {} : { pool: att.pool }),
+      network: att.network,
     });
     undo.push('ipam', () => ipam.release(att));
+    const routes = podRoutes(att.routeConf, allocations);
     t.mark('ipam');
 
     const hostName = hostVethName(att.containerId, att.ifname);
     const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, podMac(allocations.map((a) => a.ip)));
     undo.push('veth', () => nl.deleteLinkByName(hostName));
+    // The network's name on the host veth: GC of a network judges a veth without a claim by it.
+    const alias = hostVethAlias(att.network);
+    if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
     // A host veth must never configure itself from a router advertisement a pod sends; only where
     // IPv6 is in use (a node booted with ipv6.disable=1 has no /proc/sys/net/ipv6).
     if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
     t.mark('veth');
 
     podIgnoresRouterAdvertisements(podNs, home, att.ifname);
-    const pod = configurePodInterface(podNl, att.ifname, allocations);
+    const pod = configurePodInterface(podNl, att.ifname, allocations, routes);
     if (!datapath.podTxChecksumming) {
       using ethtool = inNetns(podNs, home, () => EthtoolSocket.open());
       ethtool.setTxChecksumming(att.ifname, false);
@@ -109,6 +119,7 @@ export async function cmdAdd(
       pod.mac,
       netnsPath,
       allocations,
+      routes,
       ctx.config.mtu,
     );
   } catch (err) {
@@ -153,6 +164,7 @@ function buildResult(
   podMac: string,
   sandbox: string,
   allocations: Allocation[],
+  routes: CniRoute[],
   mtu: number,
 ): CniResult {
   return {
@@ -161,7 +173,7 @@ function buildResult(
       { name: ifname, mac: podMac, mtu, sandbox },
     ],
     ips: allocations.map((a) => ({ address: `${a.ip}/${a.prefixLength}`, gateway: a.gateway, interface: 1 })),
-    routes: allocations.map((a) => ({ dst: a.family === 4 ? '0.0.0.0/0' : '::/0', gw: a.gateway })),
+    routes,
     dns: {},
   };
 }

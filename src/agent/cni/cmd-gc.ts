@@ -1,17 +1,33 @@
 /**
- * CNI GC (1.1.0): removes every attachment that is not in `cni.dev/valid-attachments`: its host veth
- * and its addresses. Also removes podwire host veths that no allocation explains.
+ * CNI GC (1.1.0) of one network: removes every attachment of that network that is not in
+ * `cni.dev/valid-attachments`: its addresses, datapath port and host veth. SPEC.md 1.1.0 names an
+ * attachment by (network name, containerID, ifname), and the list only covers the network GC is
+ * called for, so GC touches only what is recorded as that network's:
+ *
+ * - claims recorded with the network's name (store.ts, `AllocationRecord.network`); claims of other
+ *   networks, and legacy claims that name none, are left alone (reconcile releases a legacy claim
+ *   once its veth is gone; a passing CHECK gives it its network's name);
+ * - podwire host veths no claim explains, when their alias names the network (host-veth.ts): the
+ *   leftovers of an interrupted DEL of this network. A veth without such an alias is left to
+ *   reconcile (`podwire gc`, agent start), which removes it whatever its network.
+ *
+ * Datapath ports are detached only for the attachments removed here.
  */
 import type { Attachment } from '../../cni/types.js';
+import type { OwnedAllocation } from '../../ipam/allocator.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { cmdDel } from './cmd-del.js';
-import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
+import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey, networkOfAlias } from './host-veth.js';
 import type { ReconcileGuard } from './reconcile.js';
 
 export interface GcReport {
   released: Attachment[];
   vethsRemoved: string[];
+  /** Attachments of this network's valid list or of other networks, kept. */
+  kept: number;
+  /** Attachments whose claims name no network (legacy claims), kept. */
+  legacy: Attachment[];
 }
 
 /**
@@ -20,34 +36,66 @@ export interface GcReport {
  */
 export async function cmdGc(
   ctx: AgentContext,
+  network: string,
   valid: Attachment[],
   log: Logger,
   guard: ReconcileGuard,
 ): Promise<GcReport> {
   const keep = new Set(valid.map((a) => attachmentKey(a.containerId, a.ifname)));
-  const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
-  const report: GcReport = { released: [], vethsRemoved: [] };
-  const owners = new Map<string, Attachment>();
-  for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
-  for (const [key, att] of owners) {
-    if (keep.has(key)) continue;
-    await guard.serial(key, () => cmdDel(ctx, att, log));
-    report.released.push({ containerId: att.containerId, ifname: att.ifname });
+  const report: GcReport = { released: [], vethsRemoved: [], kept: 0, legacy: [] };
+  // Links before claims: ADD claims before it creates its veth, so a veth in this snapshot whose
+  // claim is in no later listing has lost it to a DEL (and is its leftover), never gained it since.
+  const links = ctx.nl.links();
+  const claims = new Map<string, OwnedAllocation[]>();
+  for (const a of await ctx.ipam.list()) {
+    const key = attachmentKey(a.containerId, a.ifname);
+    claims.set(key, [...(claims.get(key) ?? []), a]);
   }
+  /** Host veths that some claim explains, of whatever network: never judged by their alias. */
+  const claimedVeths = new Set<string>();
+  for (const [key, held] of claims) {
+    const att = { containerId: held[0]?.containerId ?? '', ifname: held[0]?.ifname ?? '' };
+    claimedVeths.add(hostVethName(att.containerId, att.ifname));
+    const named = held.find((a) => a.network !== undefined)?.network;
+    if (named === undefined) {
+      report.legacy.push(att);
+      continue;
+    }
+    if (named !== network || keep.has(key)) {
+      report.kept++;
+      continue;
+    }
+    // On the attachment's key: the claims may have changed since the listing (a DEL, then an ADD of
+    // the same pair for another network, which cmdDel then recognises and leaves alone).
+    const released = await guard.serial(key, async () => {
+      if (ctx.ipam.owned(att).length === 0) return false;
+      return cmdDel(ctx, att, network, log);
+    });
+    if (released) report.released.push(att);
+  }
+  const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
   const busyVeths = new Set([...guard.busy()].map(hostVethOfKey));
-  for (const link of ctx.nl.links()) {
+  for (const link of links) {
     const name = link.name;
     if (
       link.kind !== 'veth' ||
       !name.startsWith(HOST_VETH_PREFIX) ||
+      claimedVeths.has(name) ||
       keepVeths.has(name) ||
-      busyVeths.has(name)
+      busyVeths.has(name) ||
+      networkOfAlias(link.alias) !== network
     ) {
       continue;
     }
     await ctx.datapath.detachPort(name);
     if (await ctx.nl.deleteLinkByNameAsync(name)) report.vethsRemoved.push(name);
   }
-  log.info('gc done', { released: report.released.length, vethsRemoved: report.vethsRemoved });
+  log.info('gc done', {
+    network,
+    released: report.released.length,
+    vethsRemoved: report.vethsRemoved,
+    kept: report.kept,
+    legacy: report.legacy.length,
+  });
   return report;
 }

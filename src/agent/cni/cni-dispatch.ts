@@ -102,7 +102,7 @@ export class CniDispatcher {
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdAdd(
             ctx,
-            { ...att, pod, pool },
+            { ...att, pod, pool, network: conf.name, routeConf: conf },
             netns,
             log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
           ),
@@ -118,7 +118,7 @@ export class CniDispatcher {
           answered = resolve;
         });
         const run = this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
-          cmdDel(ctx, att, log, answered),
+          cmdDel(ctx, att, conf.name, log, answered),
         );
         let answeredYet = false;
         void answer.then(() => {
@@ -137,12 +137,12 @@ export class CniDispatcher {
         if (!prev) throw new InvalidConfigError('prevResult: required for CHECK');
         const netns = env.netns;
         await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
-          cmdCheck(ctx, att, netns, prev),
+          cmdCheck(ctx, att, netns, prev, { name: conf.name, routeConf: conf }, log),
         );
         return '';
       }
       case 'GC': {
-        await cmdGc(ctx, conf.validAttachments ?? [], log, {
+        await cmdGc(ctx, conf.name, conf.validAttachments ?? [], log, {
           serial: (key, fn) => this.#scheduler.run(key, fn),
           busy: () => this.#scheduler.activeKeys(),
         });

@@ -4,9 +4,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DatapathError, InternalError } from '../../base/errors.js';
+import { cidrFamily } from '../../base/ip.js';
+import type { CniRoute } from '../../cni/types.js';
 import type { Allocation } from '../../ipam/allocator.js';
 import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { podRoutes } from './pod-routes.js';
 
 export interface PodInterface {
   index: number;
@@ -14,13 +17,16 @@ export interface PodInterface {
 }
 
 /**
- * Equivalent to: `ip addr add IP/LEN dev IFNAME [nodad]; ip link set IFNAME up;
- * ip route add default via GW dev IFNAME` for each family.
+ * Equivalent to: `ip addr add IP/LEN dev IFNAME [nodad]` for each address; `ip link set IFNAME up`;
+ * `ip route add DST via GW dev IFNAME` for each route (pod-routes.ts: the default routes, unless the
+ * network has `defaultRoute: false`, and the network's `routes`); without `routes`, the default
+ * route of each family.
  */
 export function configurePodInterface(
   podNl: Rtnetlink,
   ifname: string,
   allocations: Allocation[],
+  routes: readonly CniRoute[] = podRoutes({}, allocations),
 ): PodInterface {
   const link = podNl.linkByName(ifname);
   if (!link?.mac) throw new InternalError(`pod interface ${ifname} missing right after creation`);
@@ -28,8 +34,9 @@ export function configurePodInterface(
     podNl.addAddress(link.index, { address: a.ip, prefixLength: a.prefixLength }, { nodad: a.family === 6 });
   }
   podNl.setLinkUp(link.index);
-  for (const a of allocations) {
-    podNl.addRoute({ family: a.family === 4 ? AF_INET : AF_INET6, gateway: a.gateway, oif: link.index });
+  for (const r of routes) {
+    const family = cidrFamily(r.dst) === 6 ? AF_INET6 : AF_INET;
+    podNl.addRoute({ family, dst: r.dst, ...(r.gw === undefined ? {} : { gateway: r.gw }), oif: link.index });
   }
   return { index: link.index, mac: link.mac };
 }

@@ -12,6 +12,8 @@ import type { AttachmentKey } from '../../ipam/store.js';
 export interface AllocateRequest {
   pod?: string;
   pool?: PoolRequest;
+  /** The CNI network name, recorded with each claim. */
+  network?: string;
 }
 
 export class PodIpam {
@@ -25,14 +27,16 @@ export class PodIpam {
   }
 
   async allocate(att: AttachmentKey, req: AllocateRequest = {}): Promise<Allocation[]> {
-    if (req.pool === undefined) return this.node.allocate(att, req.pod === undefined ? {} : { pod: req.pod });
+    const meta = {
+      ...(req.pod === undefined ? {} : { pod: req.pod }),
+      ...(req.network === undefined ? {} : { network: req.network }),
+    };
+    if (req.pool === undefined) return this.node.allocate(att, meta);
     if (!this.pools)
       throw new InvalidConfigError(
         `${req.pool.poolSource}: IP pools need cluster mode with an etcd store (this agent has none)`,
       );
-    return [
-      await this.pools.allocate(att, { ...req.pool, ...(req.pod === undefined ? {} : { pod: req.pod }) }),
-    ];
+    return [await this.pools.allocate(att, { ...req.pool, ...meta })];
   }
 
   /** Releases what the attachment holds anywhere; both are tried even if one fails. */
@@ -48,6 +52,18 @@ export class PodIpam {
 
   lookup(att: AttachmentKey): Allocation[] {
     return [...this.node.lookup(att), ...(this.pools?.lookup(att) ?? [])];
+  }
+
+  /** What the attachment holds anywhere, with the records (the network each is recorded with). */
+  owned(att: AttachmentKey): OwnedAllocation[] {
+    return [...this.node.owned(att), ...(this.pools?.owned(att) ?? [])];
+  }
+
+  /** Records `network` in the attachment's legacy claims, node and pool; how many changed. */
+  async adoptNetwork(att: AttachmentKey, network: string): Promise<number> {
+    const node = await this.node.adoptNetwork(att, network);
+    const pool = (await this.pools?.adoptNetwork(att, network)) ?? false;
+    return node.length + (pool ? 1 : 0);
   }
 
   /** The node's CIDRs only: a pool is the cluster's (`podwire pool list` shows its use). */

@@ -119,7 +119,7 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
       await ctx.datapath.detachPort(name);
     }
   }
-  // The egress masquerade table, when something removed it (decision 18).
+  // The egress masquerade table, when something removed it (decision 20).
   await ctx.egress?.ensure();
   ctx.log.info('reconciled', {
     kept: report.kept,

@@ -14,6 +14,8 @@ export interface PodRow {
   pod: string | undefined;
   containerId: string;
   ifname: string;
+  /** The CNI network the claims are recorded with; undefined for claims written before it was recorded. */
+  network: string | undefined;
   addresses: string[];
   mac: string;
   hostVeth: string;
@@ -59,7 +61,7 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     /** process.memoryUsage(), bytes: RSS, V8 heap, memory outside the heap (Buffers, native). */
     memory: process.memoryUsage(),
     cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
-    /** Egress masquerade (decision 18): on or off, and the destinations that keep the pod's source. */
+    /** Egress masquerade (decision 20): on or off, and the destinations that keep the pod's source. */
     egress: ctx.egress ? { masquerade: true, keep: ctx.egress.keep } : { masquerade: false },
   };
 }
@@ -75,6 +77,7 @@ async function pods(ctx: AgentContext): Promise<PodRow[]> {
         pod: c.pod,
         containerId: c.containerId,
         ifname: c.ifname,
+        network: c.network,
         addresses: [],
         mac: '',
         hostVeth,

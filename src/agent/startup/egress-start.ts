@@ -1,5 +1,5 @@
 /**
- * Egress masquerade at agent start (decision 18, `datapath/egress-masquerade.ts`): the table is
+ * Egress masquerade at agent start (decision 20, `datapath/egress-masquerade.ts`): the table is
  * installed once, after the datapath and before the membership, whose peer lists then change only
  * the set of kept destinations. Removed at stop; put back by reconcile when missing.
  *

@@ -70,6 +70,8 @@ export interface LinkAttributes {
   address?: Uint8Array;
   broadcast?: Uint8Array;
   ifname?: string;
+  /** IFLA_IFALIAS: free text an operator (or podwire) attaches to a link; `ip link` prints it as `alias`. */
+  ifalias?: string;
   mtu?: number;
   link?: number;
   master?: number;
@@ -156,6 +158,7 @@ const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
   address: { type: L.IFLA_ADDRESS, codec: bytes },
   broadcast: { type: L.IFLA_BROADCAST, codec: bytes },
   ifname: { type: L.IFLA_IFNAME, codec: cstring },
+  ifalias: { type: L.IFLA_IFALIAS, codec: cstring },
   mtu: { type: L.IFLA_MTU, codec: u32 },
   link: { type: L.IFLA_LINK, codec: u32 },
   master: { type: L.IFLA_MASTER, codec: u32 },
@@ -207,6 +210,7 @@ export function linkFromBody(body: LinkBody): Link {
   if (attrs.linkinfo?.kind !== undefined) link.kind = attrs.linkinfo.kind;
   if (attrs.address !== undefined) link.mac = formatMac(attrs.address);
   if (attrs.master !== undefined) link.masterIndex = attrs.master;
+  if (attrs.ifalias !== undefined && attrs.ifalias !== '') link.alias = attrs.ifalias;
   if (attrs.operstate !== undefined) link.operstate = L.operstateName(attrs.operstate);
   if (attrs.link !== undefined) link.linkIndex = attrs.link;
   if (attrs.linkinfo?.slaveKind === 'bridge') {

@@ -206,6 +206,14 @@ export class Rtnetlink implements Disposable {
     this.#setLink(index, { flags: IFF_UP, change: IFF_UP }, {});
   }
 
+  /**
+   * Equivalent to: `ip link set dev INDEX alias TEXT`. The kernel ignores IFLA_IFALIAS when it creates
+   * a link, so it is set afterwards.
+   */
+  setLinkAlias(index: number, alias: string): void {
+    this.#setLink(index, {}, { ifalias: alias });
+  }
+
   /** Equivalent to: `ip link set dev INDEX down`. */
   setLinkDown(index: number): void {
     this.#setLink(index, { flags: 0, change: IFF_UP }, {});

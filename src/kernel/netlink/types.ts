@@ -16,6 +16,8 @@ export interface Link {
   flags: number;
   /** IFF_UP: administratively up. */
   up: boolean;
+  /** IFLA_IFALIAS, when set and not empty. */
+  alias?: string;
   /** IFLA_MASTER: the bridge (or bond) this link is enslaved to. */
   masterIndex?: number;
   /** IFLA_BRPORT_STATE (BR_STATE_*) from IFLA_INFO_SLAVE_DATA, when the link is a bridge port. */
