@@ -403,6 +403,34 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       assert.equal(extra, 0, 'tagged echoes the victim received');
     });
 
+    // Linux bridge: `pod_arp` holds (port, MAC, MAC, 0.0.0.0) for every IPv4 pod (pod-guard.ts).
+    // OVS: the pod's `arp_spa=0.0.0.0` flow in table 10 (pipeline.ts podFlows); without it the probe
+    // meets the table's drop and no answer comes back.
+    test("an ARP probe (sender 0.0.0.0) with the pod's own MAC is answered; with a foreign MAC it is not", async () => {
+      const probe = (extra: string[]) =>
+        run('ip', [
+          'netns',
+          'exec',
+          attacker.ns,
+          'arping',
+          '-0',
+          '-c',
+          '2',
+          '-w',
+          '2',
+          '-i',
+          'eth0',
+          ...extra,
+          neighbour.v4,
+        ]);
+      const own = await probe([]);
+      assert.equal(own.code, 0, `the neighbour answered the probe: ${own.stdout}${own.stderr}`);
+      const before = await drops('ARP_SPOOF_GUARD');
+      const foreign = await probe(['-s', '02:00:00:00:be:ef', '-p']);
+      assert.notEqual(foreign.code, 0, `no answer to a probe with a foreign MAC: ${foreign.stdout}`);
+      await counted('ARP_SPOOF_GUARD', before, 1);
+    });
+
     test('legitimate traffic is unchanged: ARP, IPv4 and IPv6 between pods, to the gateway, DAD', async () => {
       await ping(attacker.ns, third.v4);
       await ping(attacker.ns, third.v6);

@@ -6,7 +6,8 @@
  *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway
  *                       port (its own MAC) -> 50;
  *                       RA, redirect: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
- *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod and of the gateway -> 20; else drop
+ *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod (own IPv4 or 0.0.0.0, a probe) and
+ *                   of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
  *                       MAC or none) -> 40; else drop
@@ -321,6 +322,16 @@ export function podFlows(p: PodFlowsInput): string[] {
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, pass));
+  }
+  // An ARP probe (RFC 5227: sender IP 0.0.0.0) with the pod's own MAC, as the Linux bridge allows.
+  if (p.ips.some((ip) => !ip.includes(':'))) {
+    out.push(
+      f(
+        T.ARP_SPOOF_GUARD,
+        `arp,${port},arp_spa=0.0.0.0,arp_sha=${mac}`,
+        setVlan(vlan) + goto(T.ARP_RESPONDER),
+      ),
+    );
   }
   out.push(f(T.L2_FORWARDING, `${vlanMatch(vlan)},dl_dst=${mac}`, `output:${p.ofport}`));
   return out;
