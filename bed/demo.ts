@@ -12,11 +12,12 @@ import type { Command } from '../src/cli/commands.js';
 import { table } from '../src/cli/table.js';
 import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
 import { CaptureSocket } from '../src/kernel/packet-socket.js';
-import { type ClusterMember, TestCluster } from './cluster.js';
+import { CLUSTER_V4, type ClusterMember, TestCluster } from './cluster.js';
 import { ipJson } from './exec.js';
+import { KubeProxy } from './kube-proxy.js';
 import { netnsPath } from './namespaces.js';
 import { resultIps } from './node.js';
-import { pingFrom } from './traffic.js';
+import { pingFrom, TCP_PORT, TcpServers, tcpFrom } from './traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from './underlay.js';
 
 interface DemoPod {
@@ -66,6 +67,9 @@ async function identities(
   return out.filter((i) => i.mac !== '');
 }
 
+/** The demo Service's ClusterIP (in kube-proxy's usual service range). */
+const SERVICE_IP = '10.96.0.10';
+
 async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
   const datapath = args.values.get('--datapath') ?? 'linux-bridge';
   if (datapath !== 'linux-bridge' && datapath !== 'ovs') {
@@ -76,10 +80,14 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
   const cluster = new TestCluster({ nodes: 2, store: 'file', trafficMode: 'encap', datapath });
   const abort = new AbortController();
   let cleaned = false;
+  const servers = new TcpServers();
+  const proxies: KubeProxy[] = [];
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
     out('removing everything ... ');
+    await servers.stop();
+    for (const kp of proxies) await kp.remove().catch(() => undefined);
     await cluster.cleanup();
     out('done\n');
   };
@@ -127,8 +135,29 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
       ).replace(/^(?=.)/gm, '      '),
     );
 
+    // A Service as kube-proxy (nftables mode) would install it on every node: ClusterIP SERVICE_IP,
+    // TCP, backed by the first pod of each node, which runs an echo server.
+    const backends = pods.filter((p) => p.name.endsWith('/pod-0'));
+    await servers.start(backends.map((p) => p.ns));
+    for (const m of cluster.members) {
+      const kp = new KubeProxy(m.node.nodeNs, 'nftables', {
+        clusterCIDR: CLUSTER_V4,
+        nodeIPs: [m.underlay.ip],
+      });
+      proxies.push(kp);
+      await kp.apply([
+        {
+          namespace: 'demo',
+          name: 'echo',
+          clusterIP: SERVICE_IP,
+          protocol: 'TCP',
+          port: TCP_PORT,
+          endpoints: backends.map((p) => ({ ip: p.ip, port: TCP_PORT })),
+        },
+      ]);
+    }
     out(
-      '[3/5] connectivity matrix (ICMP; HOST: egress masquerade), with an ARP capture on the underlay ... ',
+      `[3/5] connectivity matrix (ICMP; HOST: egress masquerade; SVC: TCP to the Service ${SERVICE_IP}), with an ARP capture on the underlay ... `,
     );
     const underlay = cluster.underlay.ns;
     using home = NetnsHandle.current();
@@ -146,6 +175,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
         Promise.all([
           ...pods.map((to) => (from === to ? true : pingFrom(from.ns, to.ip, 2))),
           pingFrom(from.ns, host.ip, 2),
+          tcpFrom(from.ns, [SERVICE_IP]).then((r) => r[SERVICE_IP] === true),
         ]),
       ),
     );
@@ -153,7 +183,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     const short = (p: DemoPod) => p.name.replace('node-', 'n').replace('/pod-', 'p');
     out(
       table(
-        ['FROM \\ TO', ...pods.map(short), 'HOST'],
+        ['FROM \\ TO', ...pods.map(short), 'HOST', 'SVC'],
         pods.map((from, i) => [
           short(from),
           ...(results[i] ?? []).map((okay, j) => (i === j ? '-' : okay ? 'ok' : 'FAIL')),
@@ -184,7 +214,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
 
     const failed = results.flat().filter((x) => !x).length;
     out(
-      `[5/5] ${failed === 0 ? 'every pod reaches every pod, and the underlay host through egress masquerade' : `${failed} pair(s) FAILED`}\n`,
+      `[5/5] ${failed === 0 ? 'every pod reaches every pod, the underlay host through egress masquerade, and the Service' : `${failed} pair(s) FAILED`}\n`,
     );
     if (keep) {
       const p = pods[0] as DemoPod;
