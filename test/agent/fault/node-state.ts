@@ -55,7 +55,10 @@ export async function stateOf(node: FaultNode, pod: string): Promise<NodeState> 
     agentPods: await callAgent(control, 'pods'),
     agentIpamUsed: usage.map((u) => u.used),
     // Counters move with any traffic; the rules are what must not change.
-    nft: nft.stdout.replace(/counter packets \d+ bytes \d+/g, 'counter'),
+    // Counters (inline and named) are statistics, not state a failed ADD could leave behind.
+    nft: nft.stdout
+      .replace(/counter packets \d+ bytes \d+/g, 'counter')
+      .replace(/packets \d+ bytes \d+/g, 'packets - bytes -'),
   };
   const ovs = node.ovs;
   if (ovs) {
