@@ -117,20 +117,15 @@ export class TestNode {
     return this;
   }
 
+  /** The agent's command line after `node FLAGS`: `podwire agent --config FILE` (a test may run another entry). */
+  protected agentArgs(): string[] {
+    return [MAIN, 'agent', '--config', this.configPath];
+  }
+
   async startAgent(): Promise<void> {
     const child = spawn(
       'ip',
-      [
-        'netns',
-        'exec',
-        this.nodeNs,
-        process.execPath,
-        ...this.#nodeFlags,
-        MAIN,
-        'agent',
-        '--config',
-        this.configPath,
-      ],
+      ['netns', 'exec', this.nodeNs, process.execPath, ...this.#nodeFlags, ...this.agentArgs()],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, UV_THREADPOOL_SIZE: String(AGENT_THREADPOOL_SIZE) },

@@ -17,9 +17,7 @@
  * the test also shows who was masqueraded (hairpin and NodePort) and who was not (pod to pod).
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TestCluster } from '../../bed/cluster.js';
 import { must, run } from '../../bed/exec.js';
 import {
@@ -32,6 +30,7 @@ import {
 } from '../../bed/kube-proxy.js';
 import { resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
+import { TcpServers } from '../../bed/traffic.js';
 import { hostVethName } from '../../src/agent/cni/host-veth.js';
 import { TABLE } from '../../src/datapath/ovs/pipeline.js';
 
@@ -95,45 +94,6 @@ async function request(
   return out === '' || out.startsWith('FAIL') ? undefined : out;
 }
 
-class EchoServers {
-  readonly #children: ChildProcess[] = [];
-
-  async start(namespaces: readonly string[]): Promise<void> {
-    await Promise.all(
-      namespaces.map(async (ns) => {
-        const child = spawn('ip', ['netns', 'exec', ns, '/usr/bin/python3', '-c', SERVER], {
-          stdio: ['ignore', 'pipe', 'ignore'],
-        });
-        this.#children.push(child);
-        let out = '';
-        child.stdout?.on('data', (d: Buffer) => {
-          out += d.toString();
-        });
-        const deadline = Date.now() + 10_000;
-        while (!out.includes('ready')) {
-          if (child.exitCode !== null || Date.now() > deadline)
-            throw new Error(`echo server in ${ns} did not start`);
-          await sleep(20);
-        }
-      }),
-    );
-  }
-
-  async stop(): Promise<void> {
-    await Promise.all(
-      this.#children.map((c) =>
-        c.exitCode !== null || c.signalCode !== null
-          ? Promise.resolve()
-          : new Promise<void>((resolve) => {
-              c.once('exit', () => resolve());
-              c.kill('SIGKILL');
-            }),
-      ),
-    );
-    this.#children.length = 0;
-  }
-}
-
 test("kube-proxy's chain names: sha256 and base32 as kube-proxy derives them (its own test fixtures)", () => {
   const s: ServiceSpec = {
     namespace: 'ns1',
@@ -160,7 +120,7 @@ for (const datapath of DATAPATHS) {
   const skip = datapath === 'ovs' && !ovsAvailable() ? 'ovs-vswitchd/ovsdb-server not installed' : false;
   describe(`Services through kube-proxy's rules: ${datapath}`, { skip }, () => {
     const cluster = new TestCluster({ nodes: 2, store: 'file', trafficMode: 'encap', datapath });
-    const servers = new EchoServers();
+    const servers = new TcpServers(SERVER);
     /** node 0: a (the client) and b; node 1: c. */
     const pods = { a: { ns: '', ip: '' }, b: { ns: '', ip: '' }, c: { ns: '', ip: '' } };
     let hostNs = '';

@@ -12,6 +12,7 @@ import { createServer, type Server } from 'node:http';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
+import { listenHostPort } from './listen-tcp.js';
 
 export const DEFAULT_HEALTH_ADDRESS = '127.0.0.1:9109';
 /** An event loop blocked this long (once in the last window) is not live. */
@@ -62,20 +63,9 @@ export class HealthServer {
 
   /** Listens on "host:port" ("[::1]:9109" for IPv6). Resolves with the bound port (0 picks one). */
   async listen(address: string): Promise<number> {
-    const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-    if (!m) throw new Error(`health address ${address}: expected host:port`);
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(Number(m[2]), m[1], () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    this.#server.on('error', (err) =>
+    return listenHostPort(this.#server, address, 'health', (err) =>
       this.#log.error('health server error (serving on)', { err: err.message }),
     );
-    const bound = this.#server.address();
-    return typeof bound === 'object' && bound ? bound.port : Number(m[2]);
   }
 
   async close(): Promise<void> {

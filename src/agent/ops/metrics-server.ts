@@ -1,6 +1,7 @@
 /** The Prometheus endpoint: GET /metrics on the configured address; off unless configured. */
 import { createServer, type Server } from 'node:http';
 import type { Logger } from '../log.js';
+import { listenHostPort } from './listen-tcp.js';
 import { type Counter, type Histogram, renderSampled, type Sampled } from './metrics.js';
 
 export class MetricsServer {
@@ -29,21 +30,9 @@ export class MetricsServer {
 
   /** Listens on "host:port" ("[::1]:9105" for IPv6). Resolves with the bound port (0 picks one). */
   async listen(address: string): Promise<number> {
-    const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-    if (!m) throw new Error(`metrics address ${address}: expected host:port`);
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(Number(m[2]), m[1], () => {
-        this.#server.off('error', reject);
-        resolve();
-      });
-    });
-    // For good: a failed accept (EMFILE) is logged, not fatal.
-    this.#server.on('error', (err) =>
+    return listenHostPort(this.#server, address, 'metrics', (err) =>
       this.#log.error('metrics server error (serving on)', { err: err.message }),
     );
-    const bound = this.#server.address();
-    return typeof bound === 'object' && bound ? bound.port : Number(m[2]);
   }
 
   async close(): Promise<void> {
