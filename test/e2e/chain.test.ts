@@ -1,0 +1,302 @@
+/**
+ * podwire chained with the reference `portmap` and `bandwidth` plugins (/usr/lib/cni), in one conflist
+ * run as libcni runs it (bed/cni-chain.ts): ADD in order with prevResult threaded, CHECK in order
+ * with the final result, DEL in reverse. The plugins run in the node namespace, as a runtime on the
+ * node would run them; the pod is a namespace; the "underlay host" is the underlay bridge's namespace.
+ *
+ * Proves, for every spec version podwire and the reference plugins both speak:
+ * - the hostPort works: an HTTP server in the pod answers on NODE_IP:HOSTPORT from the underlay host;
+ * - bandwidth finds the host veth in podwire's result and puts its qdiscs there (a TBF at the root for
+ *   ingress, an ingress qdisc redirecting to an IFB with a TBF for egress);
+ * - CHECK passes through all three with the final result, and fails when a qdisc is removed;
+ * - DEL leaves no rule naming the pod, no per-pod chain, no qdisc, no IFB, no veth, no claim.
+ *
+ * What fails when the mechanism is removed: without the host interface in podwire's result, bandwidth
+ * ADD fails ("no veth peer of container interface found in host ns"); without portmap's runtimeConfig
+ * (the capability not injected) the hostPort gets no answer; without the reverse DEL the chain leaves
+ * portmap's per-pod chain and the IFB behind.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CniChain, type CniJson, type ConfList, PluginError, type RuntimeConf } from '../../bed/cni-chain.js';
+import { ipJson, must, run } from '../../bed/exec.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { RELAY, TestNode } from '../../bed/node.js';
+import { Underlay } from '../../bed/underlay.js';
+import { findBusybox, isStaticElf } from './busybox-rootfs.js';
+import { Httpd, httpGet } from './http-probe.js';
+
+const REFERENCE_DIR = '/usr/lib/cni';
+const CIDR4 = '10.244.31.0/24';
+const HOST_PORT = 30080;
+const POD_PORT = 8080;
+/** bits/s and bits, as the bandwidth capability takes them (Kubernetes' pod annotations, in bits). */
+const BANDWIDTH = {
+  ingressRate: 8_000_000,
+  ingressBurst: 800_000,
+  egressRate: 4_000_000,
+  egressBurst: 400_000,
+};
+
+/** Versions both podwire and the reference plugins speak, from the plugins' own VERSION answer. */
+async function referenceVersions(): Promise<string[]> {
+  const r = await run(join(REFERENCE_DIR, 'portmap'), [], {
+    env: { CNI_COMMAND: 'VERSION' },
+    input: '{"cniVersion":"0.4.0"}',
+  });
+  const theirs = (JSON.parse(r.stdout) as { supportedVersions: string[] }).supportedVersions;
+  return ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'].filter((v) => theirs.includes(v));
+}
+
+async function unavailable(): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces)';
+  for (const p of ['portmap', 'bandwidth']) {
+    if (!existsSync(join(REFERENCE_DIR, p)))
+      return `${REFERENCE_DIR}/${p} is missing (setup.sh installs containernetworking-plugins)`;
+  }
+  for (const cmd of ['iptables', 'ip6tables', 'nft', 'tc', 'curl']) {
+    if ((await run('sh', ['-c', `command -v ${cmd}`])).code !== 0) return `${cmd} is not installed`;
+  }
+  const busybox = findBusybox();
+  if (busybox === undefined || !isStaticElf(busybox)) return 'busybox-static is not installed';
+  return undefined;
+}
+
+interface Qdisc {
+  kind: string;
+  handle: string;
+  dev: string;
+  parent?: string;
+  root?: boolean;
+  options?: Record<string, unknown>;
+}
+
+interface Link {
+  ifname: string;
+  link_type?: string;
+  linkinfo?: { info_kind?: string };
+}
+
+const qdiscs = (ns: string) => ipJsonTc<Qdisc[]>(ns, ['qdisc', 'show']);
+
+async function ipJsonTc<T>(ns: string, args: string[]): Promise<T> {
+  const out = await must('tc', ['-n', ns, '-j', ...args]);
+  return JSON.parse(out.trim() === '' ? '[]' : out) as T;
+}
+
+/** Every qdisc as "dev kind handle": what the node's devices carry. */
+const qdiscKeys = async (ns: string) =>
+  (await qdiscs(ns)).map((q) => `${q.dev} ${q.kind} ${q.handle}`).sort();
+
+interface NftObject {
+  chain?: { family: string; table: string; name: string };
+  rule?: { family: string; table: string; chain: string };
+}
+
+/** `nft -j list ruleset`: iptables-nft's tables and nftables' alike. */
+async function nftJson(ns: string): Promise<NftObject[]> {
+  const out = await must('ip', ['netns', 'exec', ns, 'nft', '-j', 'list', 'ruleset']);
+  return (JSON.parse(out) as { nftables: NftObject[] }).nftables;
+}
+
+const chainsOf = (objs: NftObject[]) =>
+  objs.flatMap((o) => (o.chain ? [`${o.chain.family} ${o.chain.table} ${o.chain.name}`] : []));
+
+const rulesIn = (objs: NftObject[], chain: string) => objs.filter((o) => o.rule?.chain === chain).length;
+
+/**
+ * The chains portmap creates once per node and shares between pods (its top-level DNAT chain, the
+ * mark and masquerade chains, and the nat base chains iptables-nft makes to jump from); it never
+ * removes them, as kube-proxy never removes KUBE-SERVICES.
+ */
+const PORTMAP_SHARED =
+  /^ip6? nat (CNI-HOSTPORT-DNAT|CNI-HOSTPORT-SETMARK|CNI-HOSTPORT-MASQ|PREROUTING|OUTPUT|POSTROUTING)$/;
+
+/** The node's whole ruleset (iptables-nft and nftables alike), one statement per line. */
+const ruleset = async (ns: string) => must('ip', ['netns', 'exec', ns, 'nft', 'list', 'ruleset']);
+
+const linkNames = async (ns: string) =>
+  (await ipJson<Link[]>(ns, ['link', 'show'])).map((l) => l.ifname).sort();
+
+/** The host-side interfaces of a result, in order: podwire's veth first, then bandwidth's IFB. */
+function hostInterfaces(result: CniJson): string[] {
+  const ifaces = result.interfaces as Array<{ name: string; sandbox?: string }>;
+  return ifaces.filter((i) => i.sandbox === undefined || i.sandbox === '').map((i) => i.name);
+}
+
+function podIps(result: CniJson): string[] {
+  return (result.ips as Array<{ address: string }>).map((ip) => ip.address.split('/')[0] as string);
+}
+
+/**
+ * portmap 1.1.1 (Debian 12's containernetworking-plugins) fails every CHECK on a node where ip6tables
+ * works: it looks for the pod's DNAT chain in both families' nat tables, whatever the pod's families
+ * (containernetworking/plugins#819, fixed upstream after 1.1.1). Its CHECK fails with exactly this.
+ */
+const PORTMAP_819 = /could not check ipv6 dnat: (chain CNI-DN-\S+ not found|rule .* not found)/;
+
+/**
+ * CHECK of the whole chain. Where the installed portmap has bug #819, libcni's CHECK stops at it:
+ * podwire's CHECK, first in the list, has passed by then, and bandwidth's, which libcni does not
+ * reach, is run on its own with the same cached result.
+ */
+async function checkChain(chain: CniChain, rt: RuntimeConf): Promise<void> {
+  try {
+    await chain.check(rt);
+  } catch (err) {
+    if (!(err instanceof PluginError && err.plugin === 'portmap' && PORTMAP_819.test(err.message))) throw err;
+    await chain.checkPlugin('bandwidth', rt);
+  }
+}
+
+/** Waits until `cond` holds; returns whether it did within `ms`. */
+async function eventually(cond: () => Promise<boolean>, ms = 5_000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await cond()) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(20);
+  }
+}
+
+test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni order', {
+  timeout: 300_000,
+}, async (t) => {
+  const why = await unavailable();
+  if (why !== undefined) {
+    t.skip(why);
+    return;
+  }
+  const busybox = findBusybox() as string;
+  const underlay = new Underlay();
+  let node: TestNode | undefined;
+  const pluginDir = mkdtempSync(join(tmpdir(), 'pwt-chain-'));
+  try {
+    await underlay.setup();
+    const member = await underlay.addNode('n0');
+    const n = new TestNode({ nodeNs: member.ns, podCIDRs: [CIDR4] });
+    node = n;
+    await n.setup();
+    symlinkSync(RELAY, join(pluginDir, 'podwire'));
+    // Before any pod: what the agent itself installed, which DEL must come back to.
+    const before = await nftJson(member.ns);
+    const qdiscsBefore = await qdiscKeys(member.ns);
+    const linksBefore = await linkNames(member.ns);
+
+    for (const version of await referenceVersions()) {
+      await t.test(`cniVersion ${version}`, async () => {
+        const list: ConfList = {
+          cniVersion: version,
+          name: 'podwire',
+          plugins: [
+            { type: 'podwire', socket: n.socket },
+            { type: 'portmap', capabilities: { portMappings: true }, snat: true },
+            { type: 'bandwidth', capabilities: { bandwidth: true } },
+          ],
+        };
+        const chain = new CniChain(list, { pluginDirs: [pluginDir, REFERENCE_DIR], runtimeNetns: member.ns });
+        const pod = await n.addPod(`p${version.replaceAll('.', '')}`);
+        const rt: RuntimeConf = {
+          containerId: `chain-${version.replaceAll('.', '-')}`,
+          netns: netnsPath(pod),
+          ifname: 'eth0',
+          args: [
+            ['K8S_POD_NAMESPACE', 'default'],
+            ['K8S_POD_NAME', 'web'],
+          ],
+          capabilityArgs: {
+            portMappings: [{ hostPort: HOST_PORT, containerPort: POD_PORT, protocol: 'tcp' }],
+            bandwidth: BANDWIDTH,
+          },
+        };
+        let httpd: Httpd | undefined;
+        let added = false;
+        try {
+          const result = await chain.add(rt);
+          added = true;
+          // podwire's host veth, then the IFB bandwidth added for egress shaping.
+          const [hostVeth = '', ifb = '', ...more] = hostInterfaces(result);
+          assert.ok(hostVeth.startsWith('pw') && ifb.startsWith('bwp'), JSON.stringify(result));
+          assert.deepEqual(more, []);
+          const [ipv4] = podIps(result);
+          assert.ok(ipv4?.startsWith('10.244.31.'), JSON.stringify(result));
+
+          // The hostPort: the underlay host reaches the pod's server on the node's underlay address.
+          httpd = await Httpd.start(busybox, pod, POD_PORT, `hello from ${version}`);
+          assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT), `hello from ${version}`);
+
+          // The qdiscs bandwidth put on the host veth, and on its IFB for egress.
+          const onVeth = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === hostVeth));
+          const tbf = onVeth.find((q) => q.kind === 'tbf');
+          assert.ok(tbf, `a TBF on ${hostVeth}: ${JSON.stringify(onVeth)}`);
+          assert.ok(
+            onVeth.some((q) => q.kind === 'ingress'),
+            `an ingress qdisc on ${hostVeth}: ${JSON.stringify(onVeth)}`,
+          );
+          const links = await ipJson<Link[]>(member.ns, ['-d', 'link', 'show']);
+          const ifbs = links.filter((l) => l.linkinfo?.info_kind === 'ifb').map((l) => l.ifname);
+          assert.deepEqual(ifbs, [ifb], 'the IFB the result names');
+          const onIfb = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === ifb));
+          assert.ok(
+            onIfb.some((q) => q.kind === 'tbf'),
+            `a TBF on ${ifb}: ${JSON.stringify(onIfb)}`,
+          );
+          // tc prints rates in bytes/s; the capability gives bits/s.
+          assert.equal(tbf.options?.rate, BANDWIDTH.ingressRate / 8);
+          assert.equal(onIfb.find((q) => q.kind === 'tbf')?.options?.rate, BANDWIDTH.egressRate / 8);
+
+          if (version !== '0.3.0' && version !== '0.3.1') {
+            // CHECK in order with the final result (which portmap and bandwidth passed through).
+            await checkChain(chain, rt);
+            // CHECK is real, in each of them: a rate changed behind its back is drift for bandwidth ...
+            await must('tc', [
+              ...['-n', member.ns, 'qdisc', 'replace', 'dev', hostVeth, 'root'],
+              ...['tbf', 'rate', '2mbit', 'burst', '100kb', 'latency', '25ms'],
+            ]);
+            await assert.rejects(chain.checkPlugin('bandwidth', rt), /bandwidth CHECK exited 1.*[Rr]ate/);
+            // ... and the pod's interface down is drift for podwire, which CHECK meets first.
+            await must('ip', ['-n', pod, 'link', 'set', 'eth0', 'down']);
+            await assert.rejects(chain.check(rt), (err: unknown) => {
+              assert.ok(err instanceof PluginError && err.plugin === 'podwire', String(err));
+              assert.match(err.message, /eth0 is down/);
+              return true;
+            });
+          }
+
+          await chain.del(rt);
+          added = false;
+          // podwire answers DEL before the veth is gone (decision 14): wait for it.
+          assert.ok(
+            await eventually(async () => !(await linkNames(member.ns)).includes(hostVeth)),
+            `${hostVeth} deleted`,
+          );
+          assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT, 1), undefined, 'hostPort closed');
+          const after = await nftJson(member.ns);
+          const text = JSON.stringify(after);
+          for (const needle of [...podIps(result), String(HOST_PORT), 'CNI-DN-']) {
+            assert.ok(!text.includes(needle), `a rule or chain names ${needle}: ${await ruleset(member.ns)}`);
+          }
+          // What may stay: portmap's shared chains (created once, reused by every pod), empty of pods.
+          const extra = chainsOf(after).filter((c) => !chainsOf(before).includes(c));
+          for (const c of extra) assert.ok(PORTMAP_SHARED.test(c), `chain ${c} left behind`);
+          assert.equal(rulesIn(after, 'CNI-HOSTPORT-DNAT'), 0, 'CNI-HOSTPORT-DNAT still jumps to a pod');
+          assert.deepEqual(await qdiscKeys(member.ns), qdiscsBefore, 'qdiscs after DEL');
+          assert.deepEqual(await linkNames(member.ns), linksBefore, 'links after DEL (no veth, no IFB)');
+          assert.deepEqual(n.claims(), []);
+        } finally {
+          await httpd?.stop();
+          // A failed step still takes the chain down, as a runtime would, so the next version starts clean.
+          if (added) await chain.del(rt).catch((err: unknown) => t.diagnostic(`DEL after failure: ${err}`));
+        }
+      });
+    }
+  } finally {
+    await node?.cleanup();
+    await underlay.cleanup();
+    rmSync(pluginDir, { recursive: true, force: true });
+  }
+});
