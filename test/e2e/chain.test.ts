@@ -1,20 +1,26 @@
 /**
- * podwire chained with the reference `portmap` and `bandwidth` plugins (/usr/lib/cni), in one conflist
- * run as libcni runs it (bed/cni-chain.ts): ADD in order with prevResult threaded, CHECK in order
- * with the final result, DEL in reverse. The plugins run in the node namespace, as a runtime on the
- * node would run them; the pod is a namespace; the "underlay host" is the underlay bridge's namespace.
+ * podwire chained with the reference `portmap` and `bandwidth` plugins (/usr/lib/cni), in the conflist
+ * deploy/ ships, run as libcni runs it (bed/cni-chain.ts): ADD in order with prevResult threaded,
+ * CHECK in order with the final result, DEL in reverse, the capability arguments (`portMappings`,
+ * `bandwidth`) passed as runtimeConfig to the plugins that declare them. The plugins run in the node
+ * namespace, as a runtime on the node would run them; the pod is a namespace with an IPv4 and an
+ * IPv6 address; the "underlay host" is the underlay bridge's namespace.
  *
  * Proves, for every spec version podwire and the reference plugins both speak:
- * - the hostPort works: an HTTP server in the pod answers on NODE_IP:HOSTPORT from the underlay host;
- * - bandwidth finds the host veth in podwire's result and puts its qdiscs there (a TBF at the root for
- *   ingress, an ingress qdisc redirecting to an IFB with a TBF for egress);
- * - CHECK passes through all three with the final result, and fails when a qdisc is removed;
- * - DEL leaves no rule naming the pod, no per-pod chain, no qdisc, no IFB, no veth, no claim.
+ * - the hostPort works: an HTTP server in the pod answers on NODE_IP:HOSTPORT from the underlay host,
+ *   over IPv4 and IPv6;
+ * - bandwidth finds the host veth in podwire's result and puts its qdiscs there (a TBF at the root
+ *   for traffic to the pod; an ingress qdisc redirecting to an IFB with a TBF for traffic from it),
+ *   at the rates asked for;
+ * - CHECK (0.4.0 on) passes through the chain with the final result, and fails where a plugin's
+ *   state drifted: a rate changed (bandwidth), the pod's interface down (podwire, first in order);
+ * - DEL leaves no rule or chain naming the pod, its addresses or the hostPort, no qdisc, no IFB, no
+ *   veth, no IPAM claim; only portmap's shared top-level chains stay, empty.
  *
- * What fails when the mechanism is removed: without the host interface in podwire's result, bandwidth
- * ADD fails ("no veth peer of container interface found in host ns"); without portmap's runtimeConfig
- * (the capability not injected) the hostPort gets no answer; without the reverse DEL the chain leaves
- * portmap's per-pod chain and the IFB behind.
+ * Each fails when its mechanism is removed (tried by hand): without the host veth in podwire's result,
+ * bandwidth ADD fails ("no veth peer of container interface found in host ns"); without the
+ * portMappings capability passed to portmap, the hostPort gets no answer; without portmap's or
+ * bandwidth's DEL, the per-pod chain or the IFB stays and the DEL assertions fail.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -26,12 +32,17 @@ import { CniChain, type CniJson, type ConfList, PluginError, type RuntimeConf } 
 import { ipJson, must, run } from '../../bed/exec.js';
 import { netnsPath } from '../../bed/namespaces.js';
 import { RELAY, TestNode } from '../../bed/node.js';
-import { Underlay } from '../../bed/underlay.js';
+import { UNDERLAY_BRIDGE, Underlay } from '../../bed/underlay.js';
+import { findOne, type K8sObject, loadManifests } from '../deploy/manifests.js';
 import { findBusybox, isStaticElf } from './busybox-rootfs.js';
 import { Httpd, httpGet } from './http-probe.js';
 
 const REFERENCE_DIR = '/usr/lib/cni';
 const CIDR4 = '10.244.31.0/24';
+const CIDR6 = 'fd00:10:244:31::/64';
+/** IPv6 on the underlay, beside the bed's IPv4: the node's and the underlay host's addresses. */
+const NODE_IP6 = 'fd00:172:30::10';
+const UNDERLAY_IP6 = 'fd00:172:30::254';
 const HOST_PORT = 30080;
 const POD_PORT = 8080;
 /** bits/s and bits, as the bandwidth capability takes them (Kubernetes' pod annotations, in bits). */
@@ -41,6 +52,20 @@ const BANDWIDTH = {
   egressRate: 4_000_000,
   egressBurst: 400_000,
 };
+
+/**
+ * The conflist deploy/ ships (ConfigMap podwire-config), in `version`, with podwire's socket the test
+ * node's: what a node running the DaemonSet runs.
+ */
+function shippedConflist(version: string, socket: string): ConfList {
+  const cm = findOne<K8sObject & { data: Record<string, string> }>(loadManifests(), 'ConfigMap');
+  const list = JSON.parse(cm.data['10-podwire.conflist'] as string) as ConfList;
+  return {
+    ...list,
+    cniVersion: version,
+    plugins: list.plugins.map((p) => (p.type === 'podwire' ? { ...p, socket } : p)),
+  };
+}
 
 /** Versions both podwire and the reference plugins speak, from the plugins' own VERSION answer. */
 async function referenceVersions(): Promise<string[]> {
@@ -178,7 +203,18 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
   try {
     await underlay.setup();
     const member = await underlay.addNode('n0');
-    const n = new TestNode({ nodeNs: member.ns, podCIDRs: [CIDR4] });
+    await must('ip', [
+      '-n',
+      underlay.ns,
+      'addr',
+      'add',
+      `${UNDERLAY_IP6}/64`,
+      'dev',
+      UNDERLAY_BRIDGE,
+      'nodad',
+    ]);
+    await must('ip', ['-n', member.ns, 'addr', 'add', `${NODE_IP6}/64`, 'dev', member.uplink, 'nodad']);
+    const n = new TestNode({ nodeNs: member.ns, podCIDRs: [CIDR4, CIDR6] });
     node = n;
     await n.setup();
     symlinkSync(RELAY, join(pluginDir, 'podwire'));
@@ -189,15 +225,7 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
 
     for (const version of await referenceVersions()) {
       await t.test(`cniVersion ${version}`, async () => {
-        const list: ConfList = {
-          cniVersion: version,
-          name: 'podwire',
-          plugins: [
-            { type: 'podwire', socket: n.socket },
-            { type: 'portmap', capabilities: { portMappings: true }, snat: true },
-            { type: 'bandwidth', capabilities: { bandwidth: true } },
-          ],
-        };
+        const list = shippedConflist(version, n.socket);
         const chain = new CniChain(list, { pluginDirs: [pluginDir, REFERENCE_DIR], runtimeNetns: member.ns });
         const pod = await n.addPod(`p${version.replaceAll('.', '')}`);
         const rt: RuntimeConf = {
@@ -222,12 +250,16 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
           const [hostVeth = '', ifb = '', ...more] = hostInterfaces(result);
           assert.ok(hostVeth.startsWith('pw') && ifb.startsWith('bwp'), JSON.stringify(result));
           assert.deepEqual(more, []);
-          const [ipv4] = podIps(result);
-          assert.ok(ipv4?.startsWith('10.244.31.'), JSON.stringify(result));
+          const [ipv4 = '', ipv6 = ''] = podIps(result);
+          assert.ok(
+            ipv4.startsWith('10.244.31.') && ipv6.startsWith('fd00:10:244:31:'),
+            JSON.stringify(result),
+          );
 
-          // The hostPort: the underlay host reaches the pod's server on the node's underlay address.
+          // The hostPort: the underlay host reaches the pod's server on the node's underlay addresses.
           httpd = await Httpd.start(busybox, pod, POD_PORT, `hello from ${version}`);
-          assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT), `hello from ${version}`);
+          assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT), `hello from ${version}`, 'IPv4');
+          assert.equal(await httpGet(underlay.ns, NODE_IP6, HOST_PORT), `hello from ${version}`, 'IPv6');
 
           // The qdiscs bandwidth put on the host veth, and on its IFB for egress.
           const onVeth = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === hostVeth));
@@ -274,7 +306,8 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
             await eventually(async () => !(await linkNames(member.ns)).includes(hostVeth)),
             `${hostVeth} deleted`,
           );
-          assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT, 1), undefined, 'hostPort closed');
+          for (const ip of [member.ip, NODE_IP6])
+            assert.equal(await httpGet(underlay.ns, ip, HOST_PORT, 1), undefined, `hostPort closed on ${ip}`);
           const after = await nftJson(member.ns);
           const text = JSON.stringify(after);
           for (const needle of [...podIps(result), String(HOST_PORT), 'CNI-DN-']) {
