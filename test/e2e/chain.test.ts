@@ -178,6 +178,14 @@ async function checkChain(chain: CniChain, rt: RuntimeConf): Promise<void> {
   }
 }
 
+/**
+ * A pod reaching its own hostPort: portmap DNATs it back to the pod and masquerades it, but with
+ * br_netfilter loaded (bridge-nf-call-iptables=1) the DNAT happens as the frame crosses the bridge,
+ * which then would have to send it back out of the port it came in on: only a port in hairpin mode
+ * does (issue 13, item 2, another branch). Recorded as todo until then; it passes with hairpin on.
+ */
+const HAIRPIN_TODO = 'needs hairpin mode on the Linux bridge ports (issue 13, item 2)';
+
 /** Waits until `cond` holds; returns whether it did within `ms`. */
 async function eventually(cond: () => Promise<boolean>, ms = 5_000): Promise<boolean> {
   const deadline = Date.now() + ms;
@@ -218,13 +226,18 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
     node = n;
     await n.setup();
     symlinkSync(RELAY, join(pluginDir, 'podwire'));
-    // Before any pod: what the agent itself installed, which DEL must come back to.
+    // Another pod on the node, a client of the hostPort (attached by podwire alone).
+    const client = await n.addPod('client');
+    const clientAdd = await n.cni({ command: 'ADD', containerId: 'chain-client', netns: client });
+    assert.equal(clientAdd.code, 0, clientAdd.stdout);
+    const clientClaims = n.claims();
+    // Before the chain's pods: what the agent and the client hold, which each DEL must come back to.
     const before = await nftJson(member.ns);
     const qdiscsBefore = await qdiscKeys(member.ns);
     const linksBefore = await linkNames(member.ns);
 
     for (const version of await referenceVersions()) {
-      await t.test(`cniVersion ${version}`, async () => {
+      await t.test(`cniVersion ${version}`, async (st) => {
         const list = shippedConflist(version, n.socket);
         const chain = new CniChain(list, { pluginDirs: [pluginDir, REFERENCE_DIR], runtimeNetns: member.ns });
         const pod = await n.addPod(`p${version.replaceAll('.', '')}`);
@@ -260,6 +273,23 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
           httpd = await Httpd.start(busybox, pod, POD_PORT, `hello from ${version}`);
           assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT), `hello from ${version}`, 'IPv4');
           assert.equal(await httpGet(underlay.ns, NODE_IP6, HOST_PORT), `hello from ${version}`, 'IPv6');
+          // From the node itself (portmap's OUTPUT jump; 127.0.0.1 needs its route_localnet and SNAT)
+          // and from another pod on the node (portmap masquerades it: the reply must not go pod to pod).
+          for (const [ns, ip] of [
+            [member.ns, member.ip],
+            [member.ns, '127.0.0.1'],
+            [member.ns, NODE_IP6],
+            [client, member.ip],
+            [client, NODE_IP6],
+          ] as const) {
+            assert.equal(await httpGet(ns, ip, HOST_PORT), `hello from ${version}`, `${ns} -> ${ip}`);
+          }
+          if (version === '1.0.0') {
+            // Once: it does not depend on the version, and each miss waits out curl's timeout.
+            await st.test('the pod reaches its own hostPort (hairpin)', { todo: HAIRPIN_TODO }, async () => {
+              assert.equal(await httpGet(pod, member.ip, HOST_PORT, 1), `hello from ${version}`);
+            });
+          }
 
           // The qdiscs bandwidth put on the host veth, and on its IFB for egress.
           const onVeth = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === hostVeth));
@@ -319,7 +349,7 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
           assert.equal(rulesIn(after, 'CNI-HOSTPORT-DNAT'), 0, 'CNI-HOSTPORT-DNAT still jumps to a pod');
           assert.deepEqual(await qdiscKeys(member.ns), qdiscsBefore, 'qdiscs after DEL');
           assert.deepEqual(await linkNames(member.ns), linksBefore, 'links after DEL (no veth, no IFB)');
-          assert.deepEqual(n.claims(), []);
+          assert.deepEqual(n.claims(), clientClaims, 'IPAM claims after DEL');
         } finally {
           await httpd?.stop();
           // A failed step still takes the chain down, as a runtime would, so the next version starts clean.
@@ -327,9 +357,15 @@ test('podwire chained with portmap and bandwidth: ADD, CHECK, DEL in libcni orde
         }
       });
     }
+    const clientDel = await n.cni({ command: 'DEL', containerId: 'chain-client', netns: client });
+    assert.equal(clientDel.code, 0, clientDel.stdout);
   } finally {
     await node?.cleanup();
     await underlay.cleanup();
     rmSync(pluginDir, { recursive: true, force: true });
   }
+  assert.equal(existsSync(pluginDir), false, `${pluginDir} remains`);
+  assert.equal(existsSync(node.dir), false, `${node.dir} remains`);
+  assert.equal(existsSync(netnsPath(node.nodeNs)), false, `node namespace ${node.nodeNs} remains`);
+  assert.equal(existsSync(netnsPath(underlay.ns)), false, `underlay namespace ${underlay.ns} remains`);
 });
