@@ -154,6 +154,8 @@ function buildResult(
   mtu: number,
 ): CniResult {
   return {
+    // The host veth (no sandbox) is part of the result: plugins chained after podwire find the pod's
+    // host side there (the reference `bandwidth` shapes traffic on it; test/e2e/chain.test.ts).
     interfaces: [
       { name: hostName, mac: hostMac, mtu },
       { name: ifname, mac: podMac, mtu, sandbox },
