@@ -42,6 +42,7 @@ import { parseNetConf } from '../dist/src/cni/config.js';
 
 const CONFLIST = '10-podwire.conflist';
 const API_TIMEOUT_MS = 10_000;
+const VERSION_TIMEOUT_MS = 10_000;
 
 const env = (name, fallback) => process.env[name] || fallback;
 
@@ -166,32 +167,46 @@ function checkConflist(text, agentSocket) {
   return { cniVersion: list.cniVersion, chained };
 }
 
-/** Step 2, continued: each chained plugin is in the image and speaks `cniVersion`. */
-function checkPlugins(pluginDir, types, cniVersion) {
-  for (const type of types) {
-    const path = join(pluginDir, type);
-    if (!existsSync(path)) throw new InstallError(`${CONFLIST}: plugin ${type} is not in the image (${path})`);
-    let answer;
-    try {
-      // No stdin: a plugin may answer VERSION without reading it, and writing to it would then fail
-      // with EPIPE; the supportedVersions list does not depend on it.
-      const out = execFileSync(path, [], {
-        env: { CNI_COMMAND: 'VERSION' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-        timeout: API_TIMEOUT_MS,
-      });
-      answer = JSON.parse(out.toString());
-    } catch (err) {
-      throw new InstallError(`${type}: VERSION failed: ${err instanceof Error ? err.message : err}`, {
-        cause: err,
-      });
-    }
-    if (!answer?.supportedVersions?.includes(cniVersion)) {
-      throw new InstallError(
-        `${CONFLIST}: cniVersion ${cniVersion} is not one ${type} speaks (${answer?.supportedVersions?.join(', ')})`,
-      );
-    }
+/** Step 2, continued: the plugin at `path` (`what`, for messages) speaks `cniVersion`. */
+function checkPlugin(path, what, cniVersion) {
+  let answer;
+  try {
+    // No stdin: a plugin may answer VERSION without reading it, and writing to it would then fail
+    // with EPIPE; the supportedVersions list does not depend on it.
+    const out = execFileSync(path, [], {
+      env: { CNI_COMMAND: 'VERSION' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: VERSION_TIMEOUT_MS,
+    });
+    answer = JSON.parse(out.toString());
+  } catch (err) {
+    throw new InstallError(`${what}: VERSION failed: ${err instanceof Error ? err.message : err}`, {
+      cause: err,
+    });
   }
+  if (!answer?.supportedVersions?.includes(cniVersion)) {
+    throw new InstallError(
+      `${CONFLIST}: cniVersion ${cniVersion} is not one ${what} speaks (${answer?.supportedVersions?.join(', ')})`,
+    );
+  }
+}
+
+/**
+ * Step 2, continued: where each chained plugin comes from. The image's build, which must be there;
+ * with `keep`, the host's own where it has one. Either must speak the conflist's cniVersion.
+ */
+function pluginSources(types, { pluginDir, binDir, mode, cniVersion }) {
+  return types.map((type) => {
+    const host = join(binDir, type);
+    if (mode === 'keep' && existsSync(host)) {
+      checkPlugin(host, `the host's ${type}`, cniVersion);
+      return { type, from: undefined };
+    }
+    const image = join(pluginDir, type);
+    if (!existsSync(image)) throw new InstallError(`${CONFLIST}: plugin ${type} is not in the image (${image})`);
+    checkPlugin(image, type, cniVersion);
+    return { type, from: image };
+  });
 }
 
 async function main() {
@@ -208,7 +223,7 @@ async function main() {
   const { text, config } = await renderAgentConfig(configIn);
   const conflist = readFileSync(join(configIn, CONFLIST), 'utf8');
   const { cniVersion, chained } = checkConflist(conflist, config.socket);
-  checkPlugins(pluginDir, chained, cniVersion);
+  const sources = pluginSources(chained, { pluginDir, binDir, mode: pluginMode, cniVersion });
 
   const install = (from, name) =>
     replaceFile(join(binDir, name), (tmp) => {
@@ -217,11 +232,8 @@ async function main() {
     });
   replaceFile(join(configOut, 'agent.yaml'), (tmp) => writeFileSync(tmp, text));
   install(relay, 'podwire');
-  const kept = [];
-  for (const type of chained) {
-    if (pluginMode === 'keep' && existsSync(join(binDir, type))) kept.push(type);
-    else install(join(pluginDir, type), type);
-  }
+  for (const { type, from } of sources) if (from !== undefined) install(from, type);
+  const kept = sources.filter((p) => p.from === undefined).map((p) => p.type);
   replaceFile(join(netDir, CONFLIST), (tmp) => writeFileSync(tmp, conflist));
   log('info', 'installed', {
     config: join(configOut, 'agent.yaml'),

@@ -6,7 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -130,12 +139,28 @@ describe('install-cni.mjs', () => {
   test('PODWIRE_PLUGINS=keep: a plugin the host has stays, a missing one is installed', async () => {
     const b = bed();
     try {
-      writeFileSync(b.path('bin/portmap'), "the host's own portmap");
+      // The host's own build: a copy of the reference plugin (it must answer VERSION), told apart by
+      // its inode.
+      copyFileSync(join(REFERENCE_DIR, 'portmap'), b.path('bin/portmap'));
+      const hostInode = statSync(b.path('bin/portmap')).ino;
       const r = await install(b, { PODWIRE_POD_CIDRS: 'config', PODWIRE_PLUGINS: 'keep' });
       assert.equal(r.code, 0, r.stderr);
-      assert.equal(readFileSync(b.path('bin/portmap'), 'utf8'), "the host's own portmap");
+      assert.equal(statSync(b.path('bin/portmap')).ino, hostInode, "the host's portmap was replaced");
       assert.ok(readFileSync(b.path('bin/bandwidth')).equals(readFileSync(join(REFERENCE_DIR, 'bandwidth'))));
       assert.match(r.stderr, /"keptHostPlugins":\["portmap"\]/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('PODWIRE_PLUGINS=keep fails on a host plugin that does not answer VERSION, and installs nothing', async () => {
+    const b = bed();
+    try {
+      writeFileSync(b.path('bin/portmap'), '#!/bin/sh\nexit 3\n', { mode: 0o755 });
+      const r = await install(b, { NODE_NAME: 'node-a', PODWIRE_PLUGINS: 'keep' });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /the host's portmap: VERSION failed/);
+      assert.deepEqual(installed(b), ['bin/portmap']);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
     }
