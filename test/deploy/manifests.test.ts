@@ -186,6 +186,10 @@ describe('deploy/ against podwire', () => {
     assert.ok(
       init.env?.some((e) => e.name === 'NODE_NAME' && e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName'),
     );
+    // The installer's knob for the chained plugins, spelt as it reads it, with a value it accepts.
+    const plugins = init.env?.find((e) => e.name === 'PODWIRE_PLUGINS');
+    assert.ok(plugins?.value === 'replace' || plugins?.value === 'keep', JSON.stringify(plugins));
+    assert.match(installer, /env\('PODWIRE_PLUGINS', 'replace'\)/);
   });
 
   test('RBAC: the pod runs as the ServiceAccount bound to a read-only ClusterRole on nodes', () => {
