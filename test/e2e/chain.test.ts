@@ -35,6 +35,7 @@ import { netnsPath } from '../../bed/namespaces.js';
 import { RELAY, TestNode } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { UNDERLAY_BRIDGE, Underlay } from '../../bed/underlay.js';
+import { SUPPORTED_VERSIONS } from '../../src/cni/versions.js';
 import { findOne, type K8sObject, loadManifests } from '../deploy/manifests.js';
 import { findBusybox, isStaticElf } from './busybox-rootfs.js';
 import { Httpd, httpGet } from './http-probe.js';
@@ -71,12 +72,9 @@ function shippedConflist(version: string, socket: string): ConfList {
 
 /** Versions both podwire and the reference plugins speak, from the plugins' own VERSION answer. */
 async function referenceVersions(): Promise<string[]> {
-  const r = await run(join(REFERENCE_DIR, 'portmap'), [], {
-    env: { CNI_COMMAND: 'VERSION' },
-    input: '{"cniVersion":"0.4.0"}',
-  });
+  const r = await run(join(REFERENCE_DIR, 'portmap'), [], { env: { CNI_COMMAND: 'VERSION' } });
   const theirs = (JSON.parse(r.stdout) as { supportedVersions: string[] }).supportedVersions;
-  return ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'].filter((v) => theirs.includes(v));
+  return SUPPORTED_VERSIONS.filter((v) => theirs.includes(v));
 }
 
 async function unavailable(): Promise<string | undefined> {
@@ -108,11 +106,10 @@ interface Link {
   linkinfo?: { info_kind?: string };
 }
 
-const qdiscs = (ns: string) => ipJsonTc<Qdisc[]>(ns, ['qdisc', 'show']);
-
-async function ipJsonTc<T>(ns: string, args: string[]): Promise<T> {
-  const out = await must('tc', ['-n', ns, '-j', ...args]);
-  return JSON.parse(out.trim() === '' ? '[]' : out) as T;
+/** Equivalent to: `tc -n NS -j qdisc show`. */
+async function qdiscs(ns: string): Promise<Qdisc[]> {
+  const out = await must('tc', ['-n', ns, '-j', 'qdisc', 'show']);
+  return JSON.parse(out.trim() === '' ? '[]' : out) as Qdisc[];
 }
 
 /** Every qdisc as "dev kind handle": what the node's devices carry. */

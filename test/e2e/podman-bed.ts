@@ -6,7 +6,8 @@
  * graph root, run root and tmpdir. What no flag moves (runc's /run/runc, libcni's /var/lib/cni) lands
  * on tmpfs in a private mount namespace (mount-namespace.ts). Cgroups go under a parent unique to the
  * bed (cgroup-parent.ts). `cleanup()` removes all of it, pass or fail, and `leftovers()` says what is
- * still there afterwards.
+ * still there afterwards. With `netns`, podman runs in a test's node namespace, and with it conmon
+ * and the CNI plugins, so that chained plugins such as portmap change that namespace, not the machine.
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -233,7 +234,10 @@ export class PodmanBed {
     return r.stdout;
   }
 
-  /** Starts a busybox container on the podwire network (`sleep` as PID 1) and inspects it. */
+  /**
+   * Starts a busybox container on the podwire network (`sleep` as PID 1 unless `options.command`
+   * says otherwise, ports published as `options.publish` says) and inspects it.
+   */
   async runContainer(name: string, options: RunOptions = {}): Promise<ContainerInfo> {
     await this.mustPodman([
       'run',
