@@ -140,6 +140,9 @@ const rulesIn = (objs: NftObject[], chain: string) => objs.filter((o) => o.rule?
 const PORTMAP_SHARED =
   /^ip6? nat (CNI-HOSTPORT-DNAT|CNI-HOSTPORT-SETMARK|CNI-HOSTPORT-MASQ|PREROUTING|OUTPUT|POSTROUTING)$/;
 
+/** A ruleset's text without its packet and byte counts. */
+const withoutCounters = (text: string) => text.replaceAll(/counter packets \d+ bytes \d+/g, 'counter');
+
 /** The node's whole ruleset (iptables-nft and nftables alike), one statement per line. */
 const ruleset = async (ns: string) => must('ip', ['netns', 'exec', ns, 'nft', 'list', 'ruleset']);
 
@@ -240,6 +243,8 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
     const clientClaims = n.claims();
     // Before the chain's pods: what the agent and the client hold, which each DEL must come back to.
     const before = await nftJson(member.ns);
+    /** The ruleset after the first chain's DEL: every later DEL must come back to exactly it. */
+    let afterFirstDel: string | undefined;
     const qdiscsBefore = await qdiscKeys(member.ns);
     const linksBefore = await linkNames(member.ns);
 
@@ -356,6 +361,10 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           const extra = chainsOf(after).filter((c) => !chainsOf(before).includes(c));
           for (const c of extra) assert.ok(PORTMAP_SHARED.test(c), `chain ${c} left behind`);
           assert.equal(rulesIn(after, 'CNI-HOSTPORT-DNAT'), 0, 'CNI-HOSTPORT-DNAT still jumps to a pod');
+          // Nothing grows pod after pod: the shared chains hold the same few static rules every time.
+          const settled = withoutCounters(await ruleset(member.ns));
+          afterFirstDel ??= settled;
+          assert.equal(settled, afterFirstDel, 'the ruleset after DEL differs from the first DEL');
           assert.deepEqual(await qdiscKeys(member.ns), qdiscsBefore, 'qdiscs after DEL');
           assert.deepEqual(await linkNames(member.ns), linksBefore, 'links after DEL (no veth, no IFB)');
           assert.deepEqual(n.claims(), clientClaims, 'IPAM claims after DEL');
