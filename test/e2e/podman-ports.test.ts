@@ -5,11 +5,11 @@
  * `netns`), so conmon and the plugins run there too and portmap's rules land in the node, never on
  * the machine.
  *
- * Proves: an underlay host reaches the container's HTTP server on NODE_IP:HOSTPORT; the container
- * reaches the underlay host; `podman rm -f` takes the chain down (portmap's per-container chain gone,
+ * Proves: an underlay host reaches the container's HTTP server on NODE_IP:HOSTPORT, over IPv4 and
+ * IPv6; the container reaches the underlay host over both; `podman rm -f` takes the chain down (portmap's per-container chain gone,
  * nothing naming the container's address, the hostPort closed); nothing is left behind, pass or fail.
  *
- * The underlay host has a route back to the pod CIDR via the node: podwire has no egress masquerade
+ * The underlay host has a route back to the pod CIDRs via the node: podwire has no egress masquerade
  * yet (issue 13, item 1, another branch); with it, the route is redundant, not wrong.
  *
  * What fails when the mechanism is removed: without portmap in the conflist (or without its
@@ -21,13 +21,17 @@ import { test } from 'node:test';
 import { must, run } from '../../bed/exec.js';
 import { netnsPath } from '../../bed/namespaces.js';
 import { RELAY, TestNode } from '../../bed/node.js';
-import { Underlay } from '../../bed/underlay.js';
+import { UNDERLAY_BRIDGE, Underlay } from '../../bed/underlay.js';
 import { findBusybox, isStaticElf } from './busybox-rootfs.js';
 import { httpGet } from './http-probe.js';
 import { type ContainerInfo, PodmanBed } from './podman-bed.js';
 
 const REFERENCE_DIR = '/usr/lib/cni';
 const CIDR4 = '10.244.41.0/24';
+const CIDR6 = 'fd00:10:244:41::/64';
+/** IPv6 on the underlay, beside the bed's IPv4: the node's and the underlay host's addresses. */
+const NODE_IP6 = 'fd00:172:31::10';
+const UNDERLAY_IP6 = 'fd00:172:31::254';
 const HOST_PORT = 30081;
 const PORT = 8080;
 const TOKEN = 'podwire hostPort through podman';
@@ -63,11 +67,23 @@ test('podman run -p on a podwire network chained with portmap: reachable from th
   try {
     await underlay.setup();
     const member = await underlay.addNode('n0');
-    const n = new TestNode({ nodeNs: member.ns, podCIDRs: [CIDR4] });
+    await must('ip', [
+      '-n',
+      underlay.ns,
+      'addr',
+      'add',
+      `${UNDERLAY_IP6}/64`,
+      'dev',
+      UNDERLAY_BRIDGE,
+      'nodad',
+    ]);
+    await must('ip', ['-n', member.ns, 'addr', 'add', `${NODE_IP6}/64`, 'dev', member.uplink, 'nodad']);
+    const n = new TestNode({ nodeNs: member.ns, podCIDRs: [CIDR4, CIDR6] });
     node = n;
     await n.setup();
     // No egress masquerade yet: the underlay host routes the pod CIDR back through the node.
     await must('ip', ['-n', underlay.ns, 'route', 'add', CIDR4, 'via', member.ip]);
+    await must('ip', ['-n', underlay.ns, 'route', 'add', CIDR6, 'via', NODE_IP6]);
     bed = await PodmanBed.create({
       agentSocket: n.socket,
       relay: RELAY,
@@ -95,7 +111,8 @@ test('podman run -p on a podwire network chained with portmap: reachable from th
         let body: string | undefined;
         for (let i = 0; i < 20 && body === undefined; i++)
           body = await httpGet(underlay.ns, member.ip, HOST_PORT, 1);
-        assert.equal(body, TOKEN);
+        assert.equal(body, TOKEN, 'IPv4');
+        assert.equal(await httpGet(underlay.ns, NODE_IP6, HOST_PORT), TOKEN, 'IPv6');
         const rules = await must('ip', ['netns', 'exec', member.ns, 'nft', 'list', 'ruleset']);
         assert.match(rules, new RegExp(`dnat to ${web.ipv4.replaceAll('.', '\\.')}:${PORT}`), rules);
       },
@@ -106,9 +123,11 @@ test('podman run -p on a podwire network chained with portmap: reachable from th
         st.skip('no container: the previous step failed');
         return;
       }
-      const r = await podman.exec(web.name, ['ping', '-c', '2', '-W', '3', underlay.hostIp]);
-      assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
-      assert.match(r.stdout, / 0% packet loss/);
+      for (const ip of [underlay.hostIp, UNDERLAY_IP6]) {
+        const r = await podman.exec(web.name, ['ping', '-c', '2', '-W', '3', ip]);
+        assert.equal(r.code, 0, `${ip}: ${r.stdout}${r.stderr}`);
+        assert.match(r.stdout, / 0% packet loss/, ip);
+      }
     });
 
     await t.test(
@@ -121,9 +140,11 @@ test('podman run -p on a podwire network chained with portmap: reachable from th
         await podman.mustPodman(['rm', '--force', '--time=0', web.name]);
         assert.deepEqual(await podman.settle(), [], 'processes after podman rm');
         const rules = await must('ip', ['netns', 'exec', member.ns, 'nft', 'list', 'ruleset']);
-        assert.ok(!rules.includes(web.ipv4), `a rule still names ${web.ipv4}: ${rules}`);
+        for (const ip of [web.ipv4, web.ipv6])
+          assert.ok(!rules.includes(ip), `a rule still names ${ip}: ${rules}`);
         assert.ok(!/CNI-DN-/.test(rules), `portmap's per-container chain remains: ${rules}`);
-        assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT, 1), undefined);
+        for (const ip of [member.ip, NODE_IP6])
+          assert.equal(await httpGet(underlay.ns, ip, HOST_PORT, 1), undefined, `hostPort closed on ${ip}`);
         assert.deepEqual(n.claims(), [], 'IPAM claims');
         assert.deepEqual(podman.cachedResults(), [], 'libcni cached results');
       },
