@@ -21,13 +21,37 @@ export async function httpGet(
   return r.code === 0 ? r.stdout : undefined;
 }
 
+/**
+ * `curl http://HOST:PORT/PATH` from namespace `ns`, the body thrown away: the bytes received and the
+ * average rate in bytes/s, or undefined when the transfer failed.
+ */
+export async function httpRate(
+  ns: string,
+  host: string,
+  port: number,
+  path: string,
+  timeoutS = 20,
+): Promise<{ bytes: number; bytesPerSecond: number } | undefined> {
+  const url = host.includes(':') ? `http://[${host}]:${port}/${path}` : `http://${host}:${port}/${path}`;
+  const r = await run('ip', [
+    ...['netns', 'exec', ns, 'curl', '-sS', '--max-time', String(timeoutS), '-o', '/dev/null'],
+    ...['-w', '%{size_download} %{speed_download}', url],
+  ]);
+  if (r.code !== 0) return undefined;
+  const [bytes, rate] = r.stdout.trim().split(' ').map(Number);
+  return { bytes: bytes ?? 0, bytesPerSecond: rate ?? 0 };
+}
+
 /** True when something listens on TCP `port` in namespace `ns` (`ss -Hltn`). */
 export async function listening(ns: string, port: number): Promise<boolean> {
   const r = await run('ip', ['netns', 'exec', ns, 'ss', '-Hltn', `sport = :${port}`]);
   return r.code === 0 && r.stdout.trim() !== '';
 }
 
-/** busybox httpd in a namespace, serving `token` as its index page; `stop()` kills it and its files. */
+/**
+ * busybox httpd in a namespace, serving `token` as its index page (and any `files`); `stop()` kills it
+ * and removes its files.
+ */
 export class Httpd {
   readonly #child: ChildProcess;
   readonly #dir: string;
@@ -37,9 +61,17 @@ export class Httpd {
     this.#dir = dir;
   }
 
-  static async start(busybox: string, ns: string, port: number, token: string): Promise<Httpd> {
+  /** `files`: more files to serve, by name. */
+  static async start(
+    busybox: string,
+    ns: string,
+    port: number,
+    token: string,
+    files: Record<string, Buffer> = {},
+  ): Promise<Httpd> {
     const dir = mkdtempSync(join(tmpdir(), 'pwt-httpd-'));
     writeFileSync(join(dir, 'index.html'), token);
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
     const child = spawn('ip', ['netns', 'exec', ns, busybox, 'httpd', '-f', '-p', String(port), '-h', dir], {
       stdio: 'ignore',
     });
