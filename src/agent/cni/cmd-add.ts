@@ -144,6 +144,10 @@ function announced(allocations: Allocation[]): { ipv4?: string; ipv6?: string } 
   return out;
 }
 
+/**
+ * The result names the host veth (no sandbox) beside the pod's interface: plugins chained after
+ * podwire find the pod's host side there (the reference `bandwidth` shapes traffic on it; decision 20).
+ */
 function buildResult(
   hostName: string,
   hostMac: string,
@@ -154,8 +158,6 @@ function buildResult(
   mtu: number,
 ): CniResult {
   return {
-    // The host veth (no sandbox) is part of the result: plugins chained after podwire find the pod's
-    // host side there (the reference `bandwidth` shapes traffic on it; test/e2e/chain.test.ts).
     interfaces: [
       { name: hostName, mac: hostMac, mtu },
       { name: ifname, mac: podMac, mtu, sandbox },
