@@ -8,7 +8,7 @@
  *
  * Proves, on both datapaths, for every spec version podwire and the reference plugins both speak:
  * - the hostPort works: an HTTP server in the pod answers on NODE_IP:HOSTPORT from the underlay host,
- *   over IPv4 and IPv6, and from the node itself and another pod on it (and from the pod itself on
+ *   over IPv4 and IPv6 (and a UDP echo server on a UDP hostPort), and from the node itself and another pod on it (and from the pod itself on
  *   OVS; on the Linux bridge that waits for hairpin mode, a todo);
  * - bandwidth finds the host veth in podwire's result and puts its qdiscs there (a TBF at the root
  *   for traffic to the pod; an ingress qdisc redirecting to an IFB with a TBF for traffic from it),
@@ -39,6 +39,7 @@ import { SUPPORTED_VERSIONS } from '../../src/cni/versions.js';
 import { findOne, type K8sObject, loadManifests } from '../deploy/manifests.js';
 import { findBusybox, isStaticElf } from './busybox-rootfs.js';
 import { Httpd, httpGet, httpRate } from './http-probe.js';
+import { UdpEchoServer, udpEcho } from './udp-echo.js';
 
 const REFERENCE_DIR = '/usr/lib/cni';
 const CIDR4 = '10.244.31.0/24';
@@ -48,6 +49,8 @@ const NODE_IP6 = 'fd00:172:30::10';
 const UNDERLAY_IP6 = 'fd00:172:30::254';
 const HOST_PORT = 30080;
 const POD_PORT = 8080;
+const UDP_HOST_PORT = 30053;
+const UDP_POD_PORT = 5353;
 /** bits/s and bits, as the bandwidth capability takes them (Kubernetes' pod annotations, in bits). */
 const BANDWIDTH = {
   ingressRate: 32_000_000,
@@ -281,11 +284,15 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
             ['K8S_POD_NAME', 'web'],
           ],
           capabilityArgs: {
-            portMappings: [{ hostPort: HOST_PORT, containerPort: POD_PORT, protocol: 'tcp' }],
+            portMappings: [
+              { hostPort: HOST_PORT, containerPort: POD_PORT, protocol: 'tcp' },
+              { hostPort: UDP_HOST_PORT, containerPort: UDP_POD_PORT, protocol: 'udp' },
+            ],
             bandwidth: BANDWIDTH,
           },
         };
         let httpd: Httpd | undefined;
+        let udp: UdpEchoServer | undefined;
         let added = false;
         try {
           const result = await chain.add(rt);
@@ -304,6 +311,15 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           httpd = await Httpd.start(busybox, pod, POD_PORT, `hello from ${version}`, { big });
           assert.equal(await httpGet(underlay.ns, member.ip, HOST_PORT), `hello from ${version}`, 'IPv4');
           assert.equal(await httpGet(underlay.ns, NODE_IP6, HOST_PORT), `hello from ${version}`, 'IPv6');
+          // UDP too (a DNS-like request and answer), both families.
+          udp = await UdpEchoServer.start(pod, UDP_POD_PORT);
+          for (const ip of [member.ip, NODE_IP6]) {
+            assert.equal(
+              await udpEcho(underlay.ns, ip, UDP_HOST_PORT, `udp ${version}`),
+              `udp ${version}`,
+              ip,
+            );
+          }
           // From the node itself (portmap's OUTPUT jump; 127.0.0.1 needs its route_localnet and SNAT)
           // and from another pod on the node (portmap masquerades it: the reply must not go pod to pod).
           for (const [ns, ip] of [
@@ -395,7 +411,7 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
             assert.equal(await httpGet(underlay.ns, ip, HOST_PORT, 1), undefined, `hostPort closed on ${ip}`);
           const after = await nftJson(member.ns);
           const text = JSON.stringify(after);
-          for (const needle of [...podIps(result), String(HOST_PORT), 'CNI-DN-']) {
+          for (const needle of [...podIps(result), String(HOST_PORT), String(UDP_HOST_PORT), 'CNI-DN-']) {
             assert.ok(!text.includes(needle), `a rule or chain names ${needle}: ${await ruleset(member.ns)}`);
           }
           // What may stay: portmap's shared chains (created once, reused by every pod), empty of pods.
@@ -411,6 +427,7 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           assert.deepEqual(n.claims(), clientClaims, 'IPAM claims after DEL');
         } finally {
           await httpd?.stop();
+          await udp?.stop();
           // A failed step still takes the chain down, as a runtime would, so the next version starts clean.
           if (added) await chain.del(rt).catch((err: unknown) => t.diagnostic(`DEL after failure: ${err}`));
         }
