@@ -5,10 +5,12 @@
  *
  *   1. agent.yaml from the ConfigMap, with podCIDRs replaced by the Node's spec.podCIDRs (mode `node`)
  *      or kept (mode `config`), checked with the agent's own parser, written for the agent container;
- *   2. the conflist checked with the CNI layer's parser, its socket compared with the agent's;
- *   3. the relay installed as CNI_BIN_DIR/podwire;
+ *   2. the conflist checked with the CNI layer's parser, its socket compared with the agent's; every
+ *      other plugin it chains (portmap, bandwidth) must be in the image's plugin directory and must
+ *      speak the conflist's cniVersion (asked with CNI_COMMAND=VERSION);
+ *   3. the relay installed as CNI_BIN_DIR/podwire, and the chained plugins as CNI_BIN_DIR/TYPE;
  *   4. the conflist installed as CNI_NET_DIR/10-podwire.conflist, last: a runtime takes the network
- *      as ready once the conflist exists, so the plugin it names must already be there.
+ *      as ready once the conflist exists, so the plugins it names must already be there.
  *
  * Every file is written beside its target and renamed over it: a runtime executing the old relay, or
  * reading the conflist, never sees a half-written file (and overwriting a running binary fails with
@@ -21,9 +23,15 @@
  *   PODWIRE_CONFIG_OUT           the agent's configuration directory  /etc/podwire
  *   CNI_BIN_DIR, CNI_NET_DIR     the host's, as mounted               /host/opt/cni/bin, /host/etc/cni/net.d
  *   PODWIRE_RELAY                the relay in the image               /opt/podwire/bin/podwire-cni
+ *   PODWIRE_PLUGIN_DIR           the reference plugins in the image   /opt/podwire/cni-plugins
+ *   PODWIRE_PLUGINS              `replace` (default): the image's build of each chained plugin
+ *                                replaces the host's; `keep`: a plugin already in CNI_BIN_DIR stays
+ *                                (the host's own build, e.g. where glibc is older than the image's
+ *                                plugins need), only missing ones are installed
  *   PODWIRE_API_SERVER           the API's base URL; default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT
  *   PODWIRE_SERVICE_ACCOUNT_DIR  token and ca.crt                     /var/run/secrets/kubernetes.io/serviceaccount
  */
+import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -34,6 +42,7 @@ import { parseNetConf } from '../dist/src/cni/config.js';
 
 const CONFLIST = '10-podwire.conflist';
 const API_TIMEOUT_MS = 10_000;
+const VERSION_TIMEOUT_MS = 10_000;
 
 const env = (name, fallback) => process.env[name] || fallback;
 
@@ -125,7 +134,10 @@ async function renderAgentConfig(configIn) {
   return { text, config: parseAgentConfig(text) };
 }
 
-/** Step 2: the conflist's plugins, each checked as the agent will check it; the socket must match. */
+/**
+ * Step 2: the conflist's plugins, each checked as the agent will check it; the socket must match.
+ * Returns the conflist's cniVersion and the types of the plugins chained after podwire.
+ */
 function checkConflist(text, agentSocket) {
   let list;
   try {
@@ -135,17 +147,66 @@ function checkConflist(text, agentSocket) {
   }
   if (!Array.isArray(list?.plugins) || list.plugins.length === 0)
     throw new InstallError(`${CONFLIST}: no plugins`);
+  const chained = [];
   for (const plugin of list.plugins) {
     const conf = parseNetConf(
       JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }),
       'ADD',
     );
-    if (conf.type !== 'podwire') continue;
+    if (conf.type !== 'podwire') {
+      chained.push(conf.type);
+      continue;
+    }
     const socket = conf.socket ?? DEFAULT_CONFIG.socket;
     if (socket !== agentSocket) {
       throw new InstallError(`${CONFLIST}: socket ${socket} is not the agent's (${agentSocket})`);
     }
   }
+  if (list.plugins[0]?.type !== 'podwire')
+    throw new InstallError(`${CONFLIST}: podwire must come first, the plugins after it chain on its result`);
+  return { cniVersion: list.cniVersion, chained };
+}
+
+/** Step 2, continued: the plugin at `path` (`what`, for messages) speaks `cniVersion`. */
+function checkPlugin(path, what, cniVersion) {
+  let answer;
+  try {
+    // No stdin: a plugin may answer VERSION without reading it, and writing to it would then fail
+    // with EPIPE; the supportedVersions list does not depend on it.
+    const out = execFileSync(path, [], {
+      env: { CNI_COMMAND: 'VERSION' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: VERSION_TIMEOUT_MS,
+    });
+    answer = JSON.parse(out.toString());
+  } catch (err) {
+    throw new InstallError(`${what}: VERSION failed: ${err instanceof Error ? err.message : err}`, {
+      cause: err,
+    });
+  }
+  if (!answer?.supportedVersions?.includes(cniVersion)) {
+    throw new InstallError(
+      `${CONFLIST}: cniVersion ${cniVersion} is not one ${what} speaks (${answer?.supportedVersions?.join(', ')})`,
+    );
+  }
+}
+
+/**
+ * Step 2, continued: where each chained plugin comes from. The image's build, which must be there;
+ * with `keep`, the host's own where it has one. Either must speak the conflist's cniVersion.
+ */
+function pluginSources(types, { pluginDir, binDir, mode, cniVersion }) {
+  return types.map((type) => {
+    const host = join(binDir, type);
+    if (mode === 'keep' && existsSync(host)) {
+      checkPlugin(host, `the host's ${type}`, cniVersion);
+      return { type, from: undefined };
+    }
+    const image = join(pluginDir, type);
+    if (!existsSync(image)) throw new InstallError(`${CONFLIST}: plugin ${type} is not in the image (${image})`);
+    checkPlugin(image, type, cniVersion);
+    return { type, from: image };
+  });
 }
 
 async function main() {
@@ -154,20 +215,31 @@ async function main() {
   const binDir = env('CNI_BIN_DIR', '/host/opt/cni/bin');
   const netDir = env('CNI_NET_DIR', '/host/etc/cni/net.d');
   const relay = env('PODWIRE_RELAY', '/opt/podwire/bin/podwire-cni');
+  const pluginDir = env('PODWIRE_PLUGIN_DIR', '/opt/podwire/cni-plugins');
+  const pluginMode = env('PODWIRE_PLUGINS', 'replace');
+  if (pluginMode !== 'replace' && pluginMode !== 'keep')
+    throw new InstallError(`PODWIRE_PLUGINS=${pluginMode}: must be replace or keep`);
 
   const { text, config } = await renderAgentConfig(configIn);
   const conflist = readFileSync(join(configIn, CONFLIST), 'utf8');
-  checkConflist(conflist, config.socket);
+  const { cniVersion, chained } = checkConflist(conflist, config.socket);
+  const sources = pluginSources(chained, { pluginDir, binDir, mode: pluginMode, cniVersion });
 
+  const install = (from, name) =>
+    replaceFile(join(binDir, name), (tmp) => {
+      copyFileSync(from, tmp);
+      chmodSync(tmp, 0o755);
+    });
   replaceFile(join(configOut, 'agent.yaml'), (tmp) => writeFileSync(tmp, text));
-  replaceFile(join(binDir, 'podwire'), (tmp) => {
-    copyFileSync(relay, tmp);
-    chmodSync(tmp, 0o755);
-  });
+  install(relay, 'podwire');
+  for (const { type, from } of sources) if (from !== undefined) install(from, type);
+  const kept = sources.filter((p) => p.from === undefined).map((p) => p.type);
   replaceFile(join(netDir, CONFLIST), (tmp) => writeFileSync(tmp, conflist));
   log('info', 'installed', {
     config: join(configOut, 'agent.yaml'),
     plugin: join(binDir, 'podwire'),
+    chained: chained.map((type) => join(binDir, type)),
+    ...(kept.length > 0 ? { keptHostPlugins: kept } : {}),
     conflist: join(netDir, CONFLIST),
     podCIDRs: config.podCIDRs,
   });

@@ -1,10 +1,21 @@
 /**
  * deploy/install-cni.mjs, the DaemonSet's init container, run as in the pod but against temp
  * directories and a fake API server: podCIDRs from the Node, the agent's parser as the gate, the
- * conflist last, nothing half-installed on failure, upgrades by rename.
+ * chained reference plugins (the real ones, /usr/lib/cni, standing for the image's) checked with
+ * VERSION and installed, the conflist last, nothing half-installed on failure, upgrades by rename.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,6 +30,9 @@ const TOKEN = 'test-token';
 const configMap = findOne<K8sObject & { data: Record<string, string> }>(loadManifests(), 'ConfigMap');
 const AGENT_YAML = configMap.data['agent.yaml'] as string;
 const CONFLIST = configMap.data['10-podwire.conflist'] as string;
+/** Where Debian's containernetworking-plugins puts the reference plugins; the image carries the same. */
+const REFERENCE_DIR = '/usr/lib/cni';
+const CHAINED = ['portmap', 'bandwidth'];
 
 /** Nodes the fake API server knows, by name: their spec. */
 const nodes: Record<string, Record<string, unknown>> = {
@@ -76,6 +90,7 @@ function bed(opts: { conflist?: string; token?: string } = {}): Bed {
       CNI_BIN_DIR: join(dir, 'bin'),
       CNI_NET_DIR: join(dir, 'net'),
       PODWIRE_RELAY: join(dir, 'relay'),
+      PODWIRE_PLUGIN_DIR: REFERENCE_DIR,
       PODWIRE_API_SERVER: apiUrl,
       PODWIRE_SERVICE_ACCOUNT_DIR: join(dir, 'sa'),
     },
@@ -91,11 +106,12 @@ function installed(b: Bed): string[] {
 }
 
 describe('install-cni.mjs', () => {
-  test("mode node: the Node's podCIDRs, the agent's other keys unchanged, relay and conflist installed", async () => {
+  test("mode node: the Node's podCIDRs, the agent's other keys unchanged, relay, plugins and conflist installed", async () => {
     const b = bed();
     try {
       // An older install is replaced, as in a DaemonSet upgrade.
       writeFileSync(b.path('bin/podwire'), 'old relay');
+      writeFileSync(b.path('bin/portmap'), 'old portmap');
       writeFileSync(b.path('net/10-podwire.conflist'), 'old conflist');
       const r = await install(b, { NODE_NAME: 'node-a' });
       assert.equal(r.code, 0, r.stderr);
@@ -104,13 +120,47 @@ describe('install-cni.mjs', () => {
       assert.deepEqual(rendered, { ...parseAgentConfig(AGENT_YAML), podCIDRs: nodes['node-a']?.podCIDRs });
       assert.equal(readFileSync(b.path('bin/podwire'), 'utf8'), readFileSync(b.path('relay'), 'utf8'));
       assert.equal(statSync(b.path('bin/podwire')).mode & 0o777, 0o755);
+      for (const p of CHAINED) {
+        assert.ok(readFileSync(b.path(`bin/${p}`)).equals(readFileSync(join(REFERENCE_DIR, p))), p);
+        assert.equal(statSync(b.path(`bin/${p}`)).mode & 0o777, 0o755);
+      }
       assert.equal(readFileSync(b.path('net/10-podwire.conflist'), 'utf8'), CONFLIST);
       assert.deepEqual(
         installed(b),
-        ['bin/podwire', 'net/10-podwire.conflist', 'out/agent.yaml'],
+        ['bin/bandwidth', 'bin/podwire', 'bin/portmap', 'net/10-podwire.conflist', 'out/agent.yaml'],
         'no temp file left',
       );
       assert.match(r.stderr, /"msg":"installed"/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('PODWIRE_PLUGINS=keep: a plugin the host has stays, a missing one is installed', async () => {
+    const b = bed();
+    try {
+      // The host's own build: a copy of the reference plugin (it must answer VERSION), told apart by
+      // its inode.
+      copyFileSync(join(REFERENCE_DIR, 'portmap'), b.path('bin/portmap'));
+      const hostInode = statSync(b.path('bin/portmap')).ino;
+      const r = await install(b, { PODWIRE_POD_CIDRS: 'config', PODWIRE_PLUGINS: 'keep' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(statSync(b.path('bin/portmap')).ino, hostInode, "the host's portmap was replaced");
+      assert.ok(readFileSync(b.path('bin/bandwidth')).equals(readFileSync(join(REFERENCE_DIR, 'bandwidth'))));
+      assert.match(r.stderr, /"keptHostPlugins":\["portmap"\]/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('PODWIRE_PLUGINS=keep fails on a host plugin that does not answer VERSION, and installs nothing', async () => {
+    const b = bed();
+    try {
+      writeFileSync(b.path('bin/portmap'), '#!/bin/sh\nexit 3\n', { mode: 0o755 });
+      const r = await install(b, { NODE_NAME: 'node-a', PODWIRE_PLUGINS: 'keep' });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /the host's portmap: VERSION failed/);
+      assert.deepEqual(installed(b), ['bin/portmap']);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
     }
@@ -144,6 +194,12 @@ describe('install-cni.mjs', () => {
     }
   });
 
+  const chainedList = (version: string, types: string[]) =>
+    JSON.stringify({
+      cniVersion: version,
+      name: 'podwire',
+      plugins: [{ type: 'podwire' }, ...types.map((type) => ({ type }))],
+    });
   const failures: Array<{
     name: string;
     opts?: Parameters<typeof bed>[0];
@@ -188,7 +244,45 @@ describe('install-cni.mjs', () => {
       env: { NODE_NAME: 'node-a' },
       error: /cniVersion: "0\.1\.0" is not supported/,
     },
+    {
+      name: 'a conflist chaining a plugin the image lacks',
+      opts: { conflist: chainedList('1.0.0', ['portmap', 'no-such-plugin']) },
+      env: { NODE_NAME: 'node-a' },
+      error: /plugin no-such-plugin is not in the image/,
+    },
+    {
+      name: 'a conflist whose plugins do not come after podwire',
+      opts: {
+        conflist: JSON.stringify({
+          cniVersion: '1.0.0',
+          name: 'podwire',
+          plugins: [{ type: 'portmap' }, { type: 'podwire' }],
+        }),
+      },
+      env: { NODE_NAME: 'node-a' },
+      error: /podwire must come first/,
+    },
+    {
+      name: 'an unknown PODWIRE_PLUGINS',
+      env: { NODE_NAME: 'node-a', PODWIRE_PLUGINS: 'sometimes' },
+      error: /PODWIRE_PLUGINS=sometimes: must be replace or keep/,
+    },
   ];
+  // A version podwire speaks and the installed portmap does not (Debian 12's 1.1.1 stops at 1.0.0).
+  const portmapVersions = JSON.parse(
+    execFileSync(join(REFERENCE_DIR, 'portmap'), {
+      env: { CNI_COMMAND: 'VERSION' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).toString(),
+  ) as { supportedVersions: string[] };
+  if (!portmapVersions.supportedVersions.includes('1.1.0')) {
+    failures.push({
+      name: 'a conflist version a chained plugin does not speak',
+      opts: { conflist: chainedList('1.1.0', ['portmap']) },
+      env: { NODE_NAME: 'node-a' },
+      error: /cniVersion 1\.1\.0 is not one portmap speaks/,
+    });
+  }
   for (const f of failures) {
     test(`fails on ${f.name}, and installs nothing`, async () => {
       const b = bed(f.opts);

@@ -98,21 +98,25 @@ describe('deploy/ against podwire', () => {
     assert.ok(config.podCIDRs.length >= 1);
   });
 
-  test('the conflist is valid for the CNI layer, names the podwire plugin and the agent socket', () => {
+  test('the conflist is valid for the CNI layer: podwire with the agent socket, then portmap and bandwidth', () => {
     const list = JSON.parse(conflistText) as {
       cniVersion: string;
       name: string;
       plugins: Array<Record<string, unknown>>;
     };
-    assert.equal(list.plugins.length, 1);
-    for (const plugin of list.plugins) {
-      const conf = parseNetConf(
-        JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }),
-        'ADD',
-      );
-      assert.equal(conf.type, 'podwire');
-      assert.equal(conf.socket ?? DEFAULT_CONFIG.socket, config.socket);
-    }
+    const confs = list.plugins.map((plugin) =>
+      parseNetConf(JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }), 'ADD'),
+    );
+    assert.deepEqual(
+      confs.map((c) => c.type),
+      ['podwire', 'portmap', 'bandwidth'],
+    );
+    const [podwire, portmap, bandwidth] = confs;
+    assert.equal(podwire?.socket ?? DEFAULT_CONFIG.socket, config.socket);
+    // The kubelet hands hostPorts and the bandwidth annotations to the runtime, which passes them
+    // only to plugins that declare the capability.
+    assert.deepEqual(portmap?.capabilities, { portMappings: true });
+    assert.deepEqual(bandwidth?.capabilities, { bandwidth: true });
   });
 
   test('the agent runs `podwire agent --config /etc/podwire/agent.yaml`, privileged, with a readiness probe', () => {
@@ -182,6 +186,10 @@ describe('deploy/ against podwire', () => {
     assert.ok(
       init.env?.some((e) => e.name === 'NODE_NAME' && e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName'),
     );
+    // The installer's knob for the chained plugins, spelt as it reads it, with a value it accepts.
+    const plugins = init.env?.find((e) => e.name === 'PODWIRE_PLUGINS');
+    assert.ok(plugins?.value === 'replace' || plugins?.value === 'keep', JSON.stringify(plugins));
+    assert.match(installer, /env\('PODWIRE_PLUGINS', 'replace'\)/);
   });
 
   test('RBAC: the pod runs as the ServiceAccount bound to a read-only ClusterRole on nodes', () => {
@@ -226,6 +234,14 @@ describe('deploy/ against podwire', () => {
     assert.match(finalStage, /^COPY deploy\/install-cni\.mjs deploy\/install-cni\.mjs$/m);
     assert.match(finalStage, /^COPY bin\/podwire bin\/podwire$/m);
     assert.match(finalStage, /^ENV PATH=\/opt\/podwire\/bin:\$PATH$/m);
+    // The chained plugins, from Debian's containernetworking-plugins, where the installer looks for them.
+    assert.match(dockerfile, /^FROM \S+ AS cni-plugins$/m);
+    assert.match(dockerfile, /apt-get install [^\n]*\bcontainernetworking-plugins\b/);
+    assert.match(
+      finalStage,
+      /^COPY --from=cni-plugins \/usr\/lib\/cni\/portmap \/usr\/lib\/cni\/bandwidth cni-plugins\/$/m,
+    );
+    assert.match(installer, /env\('PODWIRE_PLUGIN_DIR', '\/opt\/podwire\/cni-plugins'\)/);
     // The programs the agent runs: nft (src/kernel/nft.ts) and ovs-ofctl (src/datapath/ovs/ofctl.ts).
     assert.match(finalStage, /apt-get install [^\n]*\bnftables\b/);
     assert.match(finalStage, /apt-get install [^\n]*\bopenvswitch-common\b/);

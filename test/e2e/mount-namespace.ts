@@ -108,9 +108,14 @@ export class PrivateMounts {
     return `/proc/${this.pid}/root${path}`;
   }
 
-  /** `argv` prefixed to run a command inside the namespace. */
-  command(argv: string[]): string[] {
-    return ['nsenter', `--mount=${this.nsPath}`, '--', ...argv];
+  /**
+   * `argv` prefixed to run a command inside the namespace; with `netns` (a name under /run/netns),
+   * inside that network namespace too (`nsenter --net`: unlike `ip netns exec`, no new mount namespace,
+   * so what the command mounts under /run/netns still propagates out).
+   */
+  command(argv: string[], netns?: string): string[] {
+    const net = netns === undefined ? [] : [`--net=${NETNS_DIR}/${netns}`];
+    return ['nsenter', `--mount=${this.nsPath}`, ...net, '--', ...argv];
   }
 
   get open(): boolean {

@@ -6,7 +6,8 @@
  * graph root, run root and tmpdir. What no flag moves (runc's /run/runc, libcni's /var/lib/cni) lands
  * on tmpfs in a private mount namespace (mount-namespace.ts). Cgroups go under a parent unique to the
  * bed (cgroup-parent.ts). `cleanup()` removes all of it, pass or fail, and `leftovers()` says what is
- * still there afterwards.
+ * still there afterwards. With `netns`, podman runs in a test's node namespace, and with it conmon
+ * and the CNI plugins, so that chained plugins such as portmap change that namespace, not the machine.
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -37,6 +38,23 @@ export interface PodmanBedOptions {
   relay: string;
   /** A statically linked busybox for the containers' root. */
   busybox: string;
+  /**
+   * The network namespace (a name under /run/netns) podman runs in, and so conmon and the CNI plugins:
+   * the node's, where chained plugins like portmap change iptables. Default: the caller's.
+   */
+  netns?: string;
+  /** Plugins chained after podwire in the conflist (e.g. portmap), found in `pluginDirs`. */
+  chained?: Array<Record<string, unknown> & { type: string }>;
+  /** More plugin directories, searched after the one holding podwire (e.g. /usr/lib/cni). */
+  pluginDirs?: string[];
+}
+
+/** What `podman run` adds for one container besides the bed's defaults. */
+export interface RunOptions {
+  /** `--publish` values, e.g. `30081:8080/tcp`. */
+  publish?: string[];
+  /** The container's command; default `sleep 3600`. */
+  command?: string[];
 }
 
 /** What `podman container inspect` says about a container on the podwire network. */
@@ -107,6 +125,7 @@ export class PodmanBed {
   readonly rootfs: string;
   readonly #env: NodeJS.ProcessEnv;
   readonly #globalFlags: string[];
+  #netns: string | undefined;
   #mounts: PrivateMounts | undefined;
   /** Every container this bed started, by name, as first inspected. */
   readonly containers = new Map<string, ContainerInfo>();
@@ -159,7 +178,7 @@ export class PodmanBed {
         'default_sysctls = []',
         '[network]',
         'network_backend = "cni"',
-        `cni_plugin_dirs = [${JSON.stringify(join(d, 'plugins'))}]`,
+        `cni_plugin_dirs = ${JSON.stringify([join(d, 'plugins'), ...(options.pluginDirs ?? [])])}`,
         `network_config_dir = ${JSON.stringify(join(d, 'net.d'))}`,
         '[engine]',
         'cgroup_manager = "cgroupfs"',
@@ -189,10 +208,11 @@ export class PodmanBed {
       JSON.stringify({
         cniVersion: '1.0.0',
         name: NETWORK,
-        plugins: [{ type: 'podwire', socket: options.agentSocket }],
+        plugins: [{ type: 'podwire', socket: options.agentSocket }, ...(options.chained ?? [])],
       }),
     );
     await makeBusyboxRootfs(this.rootfs, options.busybox);
+    this.#netns = options.netns;
     this.#mounts = await PrivateMounts.open(d);
   }
 
@@ -201,9 +221,9 @@ export class PodmanBed {
     return this.#mounts;
   }
 
-  /** `podman GLOBAL-FLAGS ARGS` inside the private mount namespace. */
+  /** `podman GLOBAL-FLAGS ARGS` inside the private mount namespace (and the bed's netns, if any). */
   podman(args: string[], timeoutMs = COMMAND_TIMEOUT_MS): Promise<Run> {
-    const [cmd, ...rest] = this.mounts.command(['podman', ...this.#globalFlags, ...args]);
+    const [cmd, ...rest] = this.mounts.command(['podman', ...this.#globalFlags, ...args], this.#netns);
     return run(cmd as string, rest, { env: this.#env, timeoutMs });
   }
 
@@ -214,8 +234,11 @@ export class PodmanBed {
     return r.stdout;
   }
 
-  /** Starts a busybox container on the podwire network (`sleep` as PID 1) and inspects it. */
-  async runContainer(name: string): Promise<ContainerInfo> {
+  /**
+   * Starts a busybox container on the podwire network (`sleep` as PID 1 unless `options.command`
+   * says otherwise, ports published as `options.publish` says) and inspects it.
+   */
+  async runContainer(name: string, options: RunOptions = {}): Promise<ContainerInfo> {
     await this.mustPodman([
       'run',
       '--detach',
@@ -226,11 +249,11 @@ export class PodmanBed {
       // busybox ping opens a raw socket as root.
       '--cap-add=NET_RAW',
       `--network=${NETWORK}`,
+      ...(options.publish ?? []).map((p) => `--publish=${p}`),
       // A boolean flag: the image argument is then the root directory.
       '--rootfs',
       this.rootfs,
-      '/bin/sleep',
-      '3600',
+      ...(options.command ?? ['/bin/sleep', '3600']),
     ]);
     const info = await this.inspect(name);
     this.containers.set(name, info);

@@ -157,6 +157,10 @@ function announced(allocations: Allocation[]): { ipv4?: string; ipv6?: string } 
   return out;
 }
 
+/**
+ * The result names the host veth (no sandbox) beside the pod's interface: plugins chained after
+ * podwire find the pod's host side there (the reference `bandwidth` shapes traffic on it; decision 21).
+ */
 function buildResult(
   hostName: string,
   hostMac: string,
