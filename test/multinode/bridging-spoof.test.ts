@@ -1,5 +1,5 @@
 /**
- * Bridging mode, a pod that claims its node's underlay IP (issue 12; DESIGN.md failure 2 started by a
+ * Bridging mode, a pod that claims its node's underlay IP (issue 12; failure 2 of docs/architecture.md started by a
  * pod instead of the node): gratuitous ARP replies and requests with the pod's own MAC and the node's
  * underlay address. Judged on the underlay: node B's and a plain host's neighbour entries for node A
  * stay A's uplink MAC, and `podwire arp audit` on the underlay bridge sees no violation.
