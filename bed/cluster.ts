@@ -73,7 +73,14 @@ export class TestCluster {
   async join(): Promise<ClusterMember> {
     const m = await this.#create();
     if (this.options.store === 'file') this.#writeFile([...this.members, m]);
-    await m.node.setup();
+    try {
+      await m.node.setup();
+    } catch (err) {
+      // An agent that did not start (a test may expect that) leaves nothing behind either.
+      await m.node.cleanup();
+      await this.underlay.removeNode(m.underlay);
+      throw err;
+    }
     this.members.push(m);
     return m;
   }
