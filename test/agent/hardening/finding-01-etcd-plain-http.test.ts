@@ -117,7 +117,7 @@ describe('finding 1: the cluster store is not spoken in plain http unless the op
 
     test("an agent whose cluster.tls.ca did not sign etcd's certificate does not start, and says why", async () => {
       const good = ca;
-      ca = (cluster.etcd?.pki as TestPki).otherCa;
+      ca = ((cluster.etcd as EtcdServer).pki as TestPki).otherCa;
       try {
         await assert.rejects(cluster.join(), (err: Error) => {
           assert.match(err.message, /^agent exited 1:/);
