@@ -221,6 +221,24 @@ describe('etcd over TLS with client certificates, and etcd auth', () => {
       assert.equal(store.health().ok, true, store.health().error);
     });
 
+    test('etcd restarted (its tokens forgotten): calls and the watch authenticate again and carry on', async () => {
+      const auth = { username: 'podwire', passwordFile: passwordFile('right', 'right-password\n') };
+      const watcher = await open({ auth });
+      const writer = await open({ auth });
+      const log = new EventLog(watcher);
+      try {
+        await log.waitFor((events) => events.some((e) => e.node.name === 'auth-a'));
+        await server.stop();
+        await server.restart();
+        // The watch reconnects with a token etcd no longer knows: canceled as unauthenticated, renewed.
+        assert.equal((await writer.putNode(node('auth-c', 4), 'absent')).ok, true);
+        await log.waitFor((events) => events.some((e) => e.node.name === 'auth-c'), 10_000);
+      } finally {
+        await log.stop();
+      }
+      assert.equal(watcher.health().ok, true, watcher.health().error);
+    });
+
     test('a missing password file: the error names cluster.auth.passwordFile', async () => {
       const auth = { username: 'podwire', passwordFile: join(pki.dir, 'absent.password') };
       await assert.rejects(
