@@ -12,7 +12,7 @@
  * each fail the open clearly; the right ones serve, and an expired token is renewed.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -237,6 +237,32 @@ describe('etcd over TLS with client certificates, and etcd auth', () => {
         await log.stop();
       }
       assert.equal(watcher.health().ok, true, watcher.health().error);
+    });
+
+    test('TLS connections and the watch leave no descriptor behind once the store is closed', async () => {
+      const auth = { username: 'podwire', passwordFile: passwordFile('right', 'right-password') };
+      const fds = (): number => readdirSync('/proc/self/fd').length;
+      const warm = await openClusterStore(parseClusterStoreConfig(section({ auth })), {
+        connect: server.connect,
+        ...FAST,
+      });
+      await warm.getNode('auth-a');
+      await warm.close();
+      await sleep(100);
+      const before = fds();
+      for (let i = 0; i < 3; i++) {
+        const store = await openClusterStore(parseClusterStoreConfig(section({ auth })), {
+          connect: server.connect,
+          ...FAST,
+        });
+        const log = new EventLog(store);
+        await Promise.all([store.getNode('auth-a'), store.listNodes(), store.getNode('auth-b')]);
+        await log.waitFor((events) => events.length > 0);
+        await log.stop();
+        await store.close();
+      }
+      await sleep(200);
+      assert.equal(fds(), before);
     });
 
     test('a missing password file: the error names cluster.auth.passwordFile', async () => {
