@@ -19,6 +19,9 @@ export interface TestPki {
   serverKey: string;
   clientCert: string;
   clientKey: string;
+  /** A client certificate of the right CA with a Common Name (refused by etcd's gateway once auth is on). */
+  cnClientCert: string;
+  cnClientKey: string;
   /** A CA etcd does not trust, and a client certificate it signed. */
   otherCa: string;
   otherClientCert: string;
@@ -80,6 +83,7 @@ export async function makeTestPki(dir: string, ips: string[]): Promise<TestPki> 
   );
   const clientExt = 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n';
   const client = await issue(pki, 'client', ca, '/O=podwire', clientExt);
+  const cnClient = await issue(pki, 'cn-client', ca, '/CN=podwire', clientExt);
   const other = await newCa(pki, 'other-ca');
   const otherClient = await issue(pki, 'other-client', other, '/O=podwire', clientExt);
   return {
@@ -89,6 +93,8 @@ export async function makeTestPki(dir: string, ips: string[]): Promise<TestPki> 
     serverKey: server.key,
     clientCert: client.cert,
     clientKey: client.key,
+    cnClientCert: cnClient.cert,
+    cnClientKey: cnClient.key,
     otherCa: other.cert,
     otherClientCert: otherClient.cert,
     otherClientKey: otherClient.key,

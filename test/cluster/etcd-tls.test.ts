@@ -194,6 +194,14 @@ describe('etcd over TLS with client certificates, and etcd auth', () => {
       );
     });
 
+    test('a client certificate with a Common Name: the open fails, saying how to issue one etcd accepts', async () => {
+      const auth = { username: 'podwire', passwordFile: passwordFile('right', 'right-password') };
+      await assert.rejects(
+        open({ auth, tls: { ca: pki.ca, cert: pki.cnClientCert, key: pki.cnClientKey } }),
+        isCode('ERR_STORE', /HTTP 400: CommonName of client .* issue cluster\.tls\.cert without a CN/),
+      );
+    });
+
     test('a user without permission on the prefix: the open fails saying so', async () => {
       const auth = { username: 'stranger', passwordFile: passwordFile('stranger', 'stranger-password') };
       await assert.rejects(
