@@ -155,8 +155,12 @@ export class EtcdGateway {
     try {
       return await this.#callOnce<T>(path, body, signal, token);
     } catch (err) {
-      if (token === undefined || !(err instanceof GatewayError) || err.grpcCode !== GRPC_UNAUTHENTICATED)
-        throw err;
+      // Renew on a refused token; also when no token was needed at first (etcd's auth enabled since).
+      const renew =
+        this.#auth !== undefined &&
+        err instanceof GatewayError &&
+        (err.grpcCode === GRPC_UNAUTHENTICATED || (token === undefined && err.rejected));
+      if (!renew) throw err;
       this.forgetToken(token);
       return await this.#callOnce<T>(path, body, signal, await this.#currentToken());
     }
@@ -251,8 +255,14 @@ export class EtcdGateway {
     const token = await this.#currentToken();
     const res = await this.#request(ep, path, body, signal, true, token);
     // A refused watch (bad request, no leader) answers with one error body instead of a stream.
-    if (res.statusCode !== 200)
-      parseAnswer(ep, path, res.statusCode ?? 0, await readAll(res), this.#auth !== undefined);
+    if (res.statusCode !== 200) {
+      try {
+        parseAnswer(ep, path, res.statusCode ?? 0, await readAll(res), this.#auth !== undefined);
+      } catch (err) {
+        if (err instanceof GatewayError && err.grpcCode === GRPC_UNAUTHENTICATED) this.forgetToken(token);
+        throw err;
+      }
+    }
     let buffered = '';
     try {
       for await (const chunk of res) {
