@@ -115,6 +115,35 @@ describe('finding 1: the cluster store is not spoken in plain http unless the op
       }
     });
 
+    test('the CLI opens the same store with the same configuration: podwire pool create and list', async () => {
+      const m = cluster.members[0] as ClusterMember;
+      const cli = (args: string[]) =>
+        run('ip', [
+          'netns',
+          'exec',
+          m.underlay.ns,
+          `${ROOT}/bin/podwire`,
+          'pool',
+          ...args,
+          '--config',
+          m.node.configPath,
+        ]);
+      const created = await cli([
+        'create',
+        'tls-blue',
+        '--ranges',
+        '172.30.0.200-172.30.0.210',
+        '--gateway',
+        '172.30.0.254',
+        '--prefix-length',
+        '24',
+      ]);
+      assert.equal(created.code, 0, created.stderr);
+      const listed = await cli(['list']);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.match(listed.stdout, /tls-blue/);
+    });
+
     test("an agent whose cluster.tls.ca did not sign etcd's certificate does not start, and says why", async () => {
       const good = ca;
       ca = ((cluster.etcd as EtcdServer).pki as TestPki).otherCa;
