@@ -12,7 +12,8 @@
  *
  * Plain http (anyone on the path reads and rewrites node records, leases and pools) is refused
  * unless `insecure: true` (issue 15, finding 1); the agent then warns at start. The files are read
- * when the store opens, and a bad one is an error naming its key.
+ * when the store opens, and a bad one is an error naming its key; they are read again before every
+ * health probe, so rotated certificates and passwords are picked up without a restart.
  *
  * `clusterCIDRs` and `nodeCIDRMaskSize` are separate top-level keys: see `parsePodCIDRPool` (pool.ts).
  */
@@ -215,6 +216,7 @@ export async function openClusterStore(
     endpoints: config.endpoints,
     prefix: config.prefix,
     ...secrets,
+    reloadSecrets: () => readSecrets(config),
     ...(config.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: config.requestTimeoutMs }),
   });
 }

@@ -119,9 +119,10 @@ export class EtcdGateway {
   readonly #endpoints: Endpoint[];
   readonly #timeoutMs: number;
   readonly #connect: ConnectFn;
-  /** Built once from the configured PEMs; undefined when no endpoint is https. */
-  readonly #secureContext: SecureContext | undefined;
-  readonly #auth: EtcdAuth | undefined;
+  /** Built from the configured PEMs (again when they change); undefined when no endpoint is https. */
+  #secureContext: SecureContext | undefined;
+  #tls: EtcdTls | undefined;
+  #auth: EtcdAuth | undefined;
   /** The auth token in use, or the authentication in flight that all callers wait for. */
   #token: Promise<string | undefined> | undefined;
   /** `#token` once settled. */
@@ -139,7 +140,29 @@ export class EtcdGateway {
     this.#timeoutMs = opts.requestTimeoutMs;
     this.#connect = opts.connect ?? ((t) => netConnect({ host: t.host, port: t.port }));
     this.#auth = opts.auth;
+    this.#tls = opts.tls;
     this.#secureContext = this.#endpoints.some((e) => e.secure) ? secureContext(opts.tls ?? {}) : undefined;
+  }
+
+  /**
+   * New certificates or credentials (rotated files): later connections use them; requests in flight
+   * and an open watch keep theirs. Throws ERR_INVALID_CONFIG, keeping the old ones, when the new
+   * PEMs are unusable. Returns whether anything changed.
+   */
+  setSecrets(secrets: { tls?: EtcdTls; auth?: EtcdAuth }): boolean {
+    let changed = false;
+    if (!sameTls(this.#tls, secrets.tls) && this.#secureContext !== undefined) {
+      this.#secureContext = secureContext(secrets.tls ?? {});
+      this.#tls = secrets.tls;
+      changed = true;
+    }
+    const auth = secrets.auth;
+    if (auth?.username !== this.#auth?.username || auth?.password !== this.#auth?.password) {
+      this.#auth = auth;
+      this.forgetToken();
+      changed = true;
+    }
+    return changed;
   }
 
   get endpoints(): string[] {
@@ -366,6 +389,10 @@ function readAll(res: http.IncomingMessage): Promise<string> {
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));
   });
+}
+
+function sameTls(a: EtcdTls | undefined, b: EtcdTls | undefined): boolean {
+  return a?.ca === b?.ca && a?.cert === b?.cert && a?.key === b?.key;
 }
 
 function secureContext(tls: EtcdTls): SecureContext {

@@ -41,6 +41,11 @@ export interface EtcdStoreOptions {
   tls?: EtcdTls;
   /** etcd user and password (requests carry the token etcd issues for them). */
   auth?: EtcdAuth;
+  /**
+   * Reads `tls` and `auth` afresh (their files, rotated by the operator); called before every
+   * health probe, and what it returns is used from then on. A failure keeps the current ones.
+   */
+  reloadSecrets?: () => Promise<{ tls?: EtcdTls; auth?: EtcdAuth }>;
   /** Key prefix, default "/podwire". */
   prefix?: string;
   /** Bound on one call to one endpoint; default 2000 ms. */
@@ -71,6 +76,7 @@ export class EtcdStore implements ClusterStore {
   readonly #backoff: { initialMs: number; maxMs: number };
   readonly #healthIntervalMs: number;
   readonly #onInvalid: (key: string, err: PodwireError) => void;
+  readonly #reloadSecrets: EtcdStoreOptions['reloadSecrets'];
   /** IP pools and their claims, in the same etcd under the same prefix. */
   readonly pools: EtcdPoolStore;
   #monitor: Promise<void> | undefined;
@@ -91,6 +97,7 @@ export class EtcdStore implements ClusterStore {
     this.#keys = new EtcdKeys(prefix);
     this.#backoff = { initialMs: opts.initialBackoffMs ?? 100, maxMs: opts.maxBackoffMs ?? 5000 };
     this.#healthIntervalMs = opts.healthIntervalMs ?? 5000;
+    this.#reloadSecrets = opts.reloadSecrets;
     this.#onInvalid = opts.onInvalidRecord ?? ((key, err) => process.emitWarning(`${key}: ${err.message}`));
     this.description = `etcd ${this.#gateway.endpoints.join(',')} (prefix ${prefix})`;
     this.pools = new EtcdPoolStore(this.#kv, prefix, this.description, (what, fn) => this.#op(what, fn));
@@ -246,6 +253,18 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
+  /** Picks up rotated certificates and credentials; unreadable or unusable ones are reported and skipped. */
+  async #reload(): Promise<void> {
+    if (this.#reloadSecrets === undefined) return;
+    try {
+      this.#gateway.setSecrets(await this.#reloadSecrets());
+    } catch (err) {
+      // A Secret being swapped can be half-visible for a moment; the next round reads it again.
+      const e = err instanceof PodwireError ? err : storeError('reloading the TLS files', err);
+      this.#onInvalid('cluster.tls/cluster.auth', e);
+    }
+  }
+
   /** Undefined when etcd answered; else the failure (health marked down). */
   async #probe(): Promise<unknown> {
     try {
@@ -267,6 +286,7 @@ export class EtcdStore implements ClusterStore {
       // Any health flip (a call failing, a watch breaking) cuts the wait short and re-probes.
       await pause(ok ? this.#healthIntervalMs : backoff.next(), this.#closed.signal, this.#health);
       if (this.#closed.signal.aborted) return;
+      await this.#reload();
       ok = (await this.#probe()) === undefined;
       if (ok) backoff.reset();
     }

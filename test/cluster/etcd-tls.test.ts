@@ -12,7 +12,7 @@
  * each fail the open clearly; the right ones serve, and an expired token is renewed.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -157,6 +157,27 @@ describe('etcd over TLS with client certificates, and etcd auth', () => {
     }
     assert.equal(store.health().ok, false);
     await assert.rejects(store.getNode('tls-a'), isCode('ERR_STORE', /not signed by a CA/));
+  });
+
+  test('rotated files are picked up without a restart: a CA that does not sign etcd, then the right one again', async () => {
+    const caFile = join(pki.dir, 'rotating-ca.crt');
+    copyFileSync(pki.ca, caFile);
+    const store = await open({ tls: { ca: caFile, cert: pki.clientCert, key: pki.clientKey } });
+    assert.equal(store.health().ok, true, store.health().error);
+    const until = async (what: string, pred: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 5000;
+      while (!pred()) {
+        assert.ok(Date.now() < deadline, `${what}: ${JSON.stringify(store.health())}`);
+        await sleep(50);
+      }
+    };
+    copyFileSync(pki.otherCa, caFile);
+    await until('the new CA is used', () =>
+      /not signed by a CA in cluster\.tls\.ca/.test(store.health().error ?? ''),
+    );
+    copyFileSync(pki.ca, caFile);
+    await until('the right CA is back', () => store.health().ok);
+    assert.equal((await store.getNode('tls-a'))?.node.name, 'tls-a');
   });
 
   describe('with etcd auth on', () => {
