@@ -11,10 +11,11 @@
  */
 import { InvalidConfigError, PodwireError } from '../base/errors.js';
 import { Backoff, pause } from './backoff.js';
-import { type ConnectFn, type EtcdAuth, EtcdGateway, type EtcdTls, GatewayError } from './etcd-gateway.js';
+import { type ConnectFn, type EtcdAuth, EtcdGateway, GatewayError } from './etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type Kv } from './etcd-kv.js';
 import { leasePodCIDRs, releasePodCIDRs } from './etcd-lease.js';
 import { EtcdPoolStore } from './etcd-pools.js';
+import type { EtcdTls } from './etcd-tls.js';
 import { watchNodes } from './etcd-watch.js';
 import { HealthState } from './health.js';
 import { byName, checkNodeName, parseNodeRecord } from './node-record.js';
