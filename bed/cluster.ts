@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify as stringifyYaml } from 'yaml';
-import { EtcdServer } from './etcd.js';
+import { type EtcdOptions, EtcdServer } from './etcd.js';
 import { TestNode } from './node.js';
 import { Underlay, type UnderlayNode } from './underlay.js';
 
@@ -22,6 +22,12 @@ export interface ClusterOptions {
   bridging?: boolean;
   /** More agent configuration keys for every node (e.g. `metricsAddress`). */
   agentConfig?: Record<string, unknown>;
+  /** The etcd: https with client certificates (bed/pki.ts), and its auth token TTL. */
+  etcd?: Pick<EtcdOptions, 'tls' | 'authTokenTtl'>;
+  /** Runs once etcd is up, before any agent starts (e.g. `etcd.enableAuth`). */
+  prepareEtcd?: (etcd: EtcdServer) => Promise<void>;
+  /** More keys of every agent's `cluster:` section (e.g. `tls`, `auth`), given the etcd. */
+  storeConfig?: (etcd: EtcdServer) => Record<string, unknown>;
 }
 
 export const CLUSTER_V4 = '10.250.0.0/16';
@@ -48,7 +54,12 @@ export class TestCluster {
   async setup(): Promise<this> {
     await this.underlay.setup();
     if (this.options.store === 'etcd') {
-      this.etcd = await EtcdServer.start({ netns: this.underlay.ns, host: this.underlay.hostIp });
+      this.etcd = await EtcdServer.start({
+        netns: this.underlay.ns,
+        host: this.underlay.hostIp,
+        ...this.options.etcd,
+      });
+      await this.options.prepareEtcd?.(this.etcd);
     }
     const created: ClusterMember[] = [];
     for (let i = 0; i < this.options.nodes; i++) created.push(await this.#create());
@@ -62,7 +73,14 @@ export class TestCluster {
   async join(): Promise<ClusterMember> {
     const m = await this.#create();
     if (this.options.store === 'file') this.#writeFile([...this.members, m]);
-    await m.node.setup();
+    try {
+      await m.node.setup();
+    } catch (err) {
+      // An agent that did not start (a test may expect that) leaves nothing behind either.
+      await m.node.cleanup();
+      await this.underlay.removeNode(m.underlay);
+      throw err;
+    }
     this.members.push(m);
     return m;
   }
@@ -77,10 +95,18 @@ export class TestCluster {
   }
 
   get storeConfig(): Record<string, unknown> {
-    return this.options.store === 'etcd'
-      ? // A loaded CI machine can keep etcd's fsync busy past the 2 s default.
-        { store: 'etcd', endpoints: [this.etcd?.endpoint], prefix: '/podwire', requestTimeoutMs: 8000 }
-      : { store: 'file', path: join(this.dir, 'cluster.yaml') };
+    if (this.options.store === 'file') return { store: 'file', path: join(this.dir, 'cluster.yaml') };
+    const etcd = this.etcd as EtcdServer;
+    return {
+      store: 'etcd',
+      endpoints: [etcd.endpoint],
+      prefix: '/podwire',
+      // A loaded CI machine can keep etcd's fsync busy past the 2 s default.
+      requestTimeoutMs: 8000,
+      // The bed's etcd listens on the underlay bridge of a namespace the test made.
+      ...(etcd.endpoint.startsWith('http://') ? { insecure: true } : {}),
+      ...this.options.storeConfig?.(etcd),
+    };
   }
 
   async #create(): Promise<ClusterMember> {

@@ -13,20 +13,27 @@
  * not clean up; etcd runs under `setpriv --pdeathsig KILL`, so it dies even with a SIGKILLed test
  * process, and the namespace and directory such a process leaves (both carry its PID) are swept by
  * the next `start`.
+ *
+ * With `tls: true` etcd serves https with client certificates required (`--client-cert-auth`), from
+ * a PKI made for it in its data directory (bed/pki.ts, removed with it); `enableAuth` turns on
+ * etcd's users and roles. The test bed's own requests (health, `call`) use the PKI's client
+ * certificate and, once auth is on, the root user.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { connect as tlsConnect } from 'node:tls';
 import type { ConnectFn } from '../src/cluster/etcd-gateway.js';
 import { AF_INET, AF_INET6, socket } from '../src/kernel/libc.js';
 import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
 import { must, run } from './exec.js';
 import { NETNS_DIR, netnsPath, uniqueName } from './namespaces.js';
+import { makeTestPki, type TestPki } from './pki.js';
 
 const ETCD = '/usr/bin/etcd';
 /** linux/net.h: SOCK_STREAM (libc.ts exports only the datagram and raw types). */
@@ -41,6 +48,17 @@ export interface EtcdOptions {
   peerPort?: number;
   /** How long `start` waits for /health; default 15 s. */
   startTimeoutMs?: number;
+  /** https with client certificates required, from a PKI made for this server (`pki`). */
+  tls?: boolean;
+  /** etcd's `--auth-token-ttl` (seconds; etcd's default 300): how long an unused auth token lives. */
+  authTokenTtl?: number;
+}
+
+/** An etcd user `enableAuth` creates, with read-write permission on `prefix` (none: no role). */
+export interface EtcdUser {
+  name: string;
+  password: string;
+  prefix?: string;
 }
 
 const OWN_NETNS = /^pwt-(\d+)-[0-9a-f]+-etcd$/;
@@ -88,9 +106,14 @@ export class EtcdServer {
   readonly netns: string;
   readonly host: string;
   readonly clientPort: number;
-  /** `http://HOST:PORT`, valid inside `netns`. */
+  /** `http://HOST:PORT` (`https://` with `tls`), valid inside `netns`. */
   readonly endpoint: string;
   readonly dir: string;
+  /** The certificates, with `tls`. */
+  readonly pki: TestPki | undefined;
+  readonly #authTokenTtl: number | undefined;
+  /** Set by `enableAuth`: the bed's own requests authenticate as root. */
+  #root: { name: string; password: string } | undefined;
   readonly #peerPort: number;
   readonly #ownNetns: boolean;
   readonly #startTimeoutMs: number;
@@ -107,6 +130,7 @@ export class EtcdServer {
     home: NetnsHandle;
     target: NetnsHandle;
     opts: EtcdOptions;
+    pki: TestPki | undefined;
   }) {
     this.netns = o.netns;
     this.#ownNetns = o.ownNetns;
@@ -118,7 +142,9 @@ export class EtcdServer {
     this.#peerPort = o.opts.peerPort ?? 2380;
     this.#startTimeoutMs = o.opts.startTimeoutMs ?? 15_000;
     const h = this.host.includes(':') ? `[${this.host}]` : this.host;
-    this.endpoint = `http://${h}:${this.clientPort}`;
+    this.pki = o.pki;
+    this.#authTokenTtl = o.opts.authTokenTtl;
+    this.endpoint = `${o.pki ? 'https' : 'http'}://${h}:${this.clientPort}`;
   }
 
   /** Creates the namespace (unless given) and the data directory, starts etcd, waits until healthy. */
@@ -138,7 +164,8 @@ export class EtcdServer {
       handles.push(NetnsHandle.current());
       handles.push(NetnsHandle.open(netnsPath(netns)));
       const [home, target] = handles as [NetnsHandle, NetnsHandle];
-      const server = new EtcdServer({ netns, ownNetns, dir, home, target, opts });
+      const pki = opts.tls ? await makeTestPki(dir, [opts.host ?? '127.0.0.1']) : undefined;
+      const server = new EtcdServer({ netns, ownNetns, dir, home, target, opts, pki });
       live.add(server);
       try {
         await server.restart();
@@ -196,6 +223,16 @@ export class EtcdServer {
       '--logger', 'zap',
       '--log-level', 'warn',
     ];
+    if (this.pki) {
+      // biome-ignore format: flag/value pairs
+      args.push(
+        '--cert-file', this.pki.serverCert,
+        '--key-file', this.pki.serverKey,
+        '--trusted-ca-file', this.pki.ca,
+        '--client-cert-auth',
+      );
+    }
+    if (this.#authTokenTtl !== undefined) args.push('--auth-token-ttl', String(this.#authTokenTtl));
     const child = spawn('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.#child = child;
     child.stderr?.on('data', (d: Buffer) => {
@@ -247,9 +284,46 @@ export class EtcdServer {
     this.#child?.kill('SIGCONT');
   }
 
-  /** POSTs to the JSON gateway from inside the namespace (e.g. `/v3/kv/compaction`). */
+  /** POSTs to the JSON gateway from inside the namespace (e.g. `/v3/kv/compaction`); as root once auth is on. */
   async call(path: string, body: unknown): Promise<unknown> {
-    const r = await this.#request('POST', path, JSON.stringify(body));
+    const token = this.#root ? await this.#authenticate(this.#root) : undefined;
+    return this.#post(path, body, token);
+  }
+
+  /**
+   * Turns on etcd's authentication: a root user, then each user with a role of its own that may
+   * read and write its `prefix`. Equivalent to: `etcdctl user add`, `role add`, `role
+   * grant-permission --prefix`, `user grant-role`, `auth enable`.
+   */
+  async enableAuth(users: EtcdUser[]): Promise<void> {
+    const root = { name: 'root', password: `root-${process.pid}` };
+    await this.#post('/v3/auth/user/add', { name: root.name, password: root.password });
+    await this.#post('/v3/auth/user/grant', { user: root.name, role: 'root' });
+    for (const u of users) {
+      await this.#post('/v3/auth/user/add', { name: u.name, password: u.password });
+      if (u.prefix === undefined) continue;
+      const key = Buffer.from(u.prefix);
+      const end = Buffer.from(key);
+      end[end.length - 1] = (end[end.length - 1] as number) + 1;
+      await this.#post('/v3/auth/role/add', { name: u.name });
+      await this.#post('/v3/auth/role/grant', {
+        name: u.name,
+        perm: { permType: 'READWRITE', key: key.toString('base64'), range_end: end.toString('base64') },
+      });
+      await this.#post('/v3/auth/user/grant', { user: u.name, role: u.name });
+    }
+    await this.#post('/v3/auth/enable', {});
+    this.#root = root;
+  }
+
+  async #authenticate(user: { name: string; password: string }): Promise<string> {
+    const r = (await this.#post('/v3/auth/authenticate', user)) as { token?: string };
+    if (typeof r.token !== 'string') throw new Error('etcd /v3/auth/authenticate: no token');
+    return r.token;
+  }
+
+  async #post(path: string, body: unknown, token?: string): Promise<unknown> {
+    const r = await this.#request('POST', path, JSON.stringify(body), token);
     if (r.status !== 200) throw new Error(`etcd ${path}: HTTP ${r.status}: ${r.body}`);
     return JSON.parse(r.body);
   }
@@ -299,14 +373,27 @@ export class EtcdServer {
     method: string,
     path: string,
     body: string | undefined,
+    token?: string,
   ): Promise<{ status: number; body: string }> {
+    const open = (): Socket => {
+      const socket = this.connect({ host: this.host, port: this.clientPort });
+      if (!this.pki) return socket;
+      return tlsConnect({
+        socket,
+        host: this.host,
+        ca: readFileSync(this.pki.ca),
+        cert: readFileSync(this.pki.clientCert),
+        key: readFileSync(this.pki.clientKey),
+      });
+    };
     return new Promise((resolve, reject) => {
       const req = http.request({
         host: this.host,
         port: this.clientPort,
         method,
         path,
-        createConnection: () => this.connect({ host: this.host, port: this.clientPort }),
+        ...(token === undefined ? {} : { headers: { authorization: token } }),
+        createConnection: open,
         signal: AbortSignal.timeout(2000),
       });
       req.on('response', (res) => {

@@ -1,7 +1,8 @@
 /**
  * The cluster keys of the agent configuration:
  *
- *   cluster: {store: etcd, endpoints: [http://10.0.0.1:2379], prefix: /podwire}   # or {store: file, path: ...}
+ *   cluster: {store: etcd, endpoints: [https://10.0.0.1:2379], prefix: /podwire, tls: {ca, cert, key}}
+ *                                                             # or {store: file, path: ...}; see cluster/config.ts
  *   clusterCIDRs: ["10.244.0.0/16", "fd00:10:244::/56"]     # node CIDRs are leased from these ...
  *   nodeCIDRMaskSize: {ipv4: 24, ipv6: 64}
  *   nodeName: node-1                                          # default: the host name

@@ -11,10 +11,11 @@
  */
 import { InvalidConfigError, PodwireError } from '../base/errors.js';
 import { Backoff, pause } from './backoff.js';
-import { type ConnectFn, EtcdGateway, GatewayError } from './etcd-gateway.js';
+import { type ConnectFn, type EtcdAuth, EtcdGateway, GatewayError } from './etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type Kv } from './etcd-kv.js';
 import { leasePodCIDRs, releasePodCIDRs } from './etcd-lease.js';
 import { EtcdPoolStore } from './etcd-pools.js';
+import type { EtcdTls } from './etcd-tls.js';
 import { watchNodes } from './etcd-watch.js';
 import { HealthState } from './health.js';
 import { byName, checkNodeName, parseNodeRecord } from './node-record.js';
@@ -35,8 +36,17 @@ import {
 } from './store.js';
 
 export interface EtcdStoreOptions {
-  /** Client URLs, e.g. ["http://10.0.0.1:2379"]; calls start at the last one that answered. */
+  /** Client URLs, e.g. ["https://10.0.0.1:2379"]; calls start at the last one that answered. */
   endpoints: string[];
+  /** CA, client certificate and key (PEM text) for https endpoints. */
+  tls?: EtcdTls;
+  /** etcd user and password (requests carry the token etcd issues for them). */
+  auth?: EtcdAuth;
+  /**
+   * Reads `tls` and `auth` afresh (their files, rotated by the operator); called before every
+   * health probe, and what it returns is used from then on. A failure keeps the current ones.
+   */
+  reloadSecrets?: () => Promise<{ tls?: EtcdTls; auth?: EtcdAuth }>;
   /** Key prefix, default "/podwire". */
   prefix?: string;
   /** Bound on one call to one endpoint; default 2000 ms. */
@@ -67,6 +77,7 @@ export class EtcdStore implements ClusterStore {
   readonly #backoff: { initialMs: number; maxMs: number };
   readonly #healthIntervalMs: number;
   readonly #onInvalid: (key: string, err: PodwireError) => void;
+  readonly #reloadSecrets: EtcdStoreOptions['reloadSecrets'];
   /** IP pools and their claims, in the same etcd under the same prefix. */
   readonly pools: EtcdPoolStore;
   #monitor: Promise<void> | undefined;
@@ -80,11 +91,14 @@ export class EtcdStore implements ClusterStore {
       endpoints: opts.endpoints,
       requestTimeoutMs: opts.requestTimeoutMs ?? 2000,
       ...(opts.connect ? { connect: opts.connect } : {}),
+      ...(opts.tls ? { tls: opts.tls } : {}),
+      ...(opts.auth ? { auth: opts.auth } : {}),
     });
     this.#kv = new EtcdKv(this.#gateway);
     this.#keys = new EtcdKeys(prefix);
     this.#backoff = { initialMs: opts.initialBackoffMs ?? 100, maxMs: opts.maxBackoffMs ?? 5000 };
     this.#healthIntervalMs = opts.healthIntervalMs ?? 5000;
+    this.#reloadSecrets = opts.reloadSecrets;
     this.#onInvalid = opts.onInvalidRecord ?? ((key, err) => process.emitWarning(`${key}: ${err.message}`));
     this.description = `etcd ${this.#gateway.endpoints.join(',')} (prefix ${prefix})`;
     this.pools = new EtcdPoolStore(this.#kv, prefix, this.description, (what, fn) => this.#op(what, fn));
@@ -92,11 +106,19 @@ export class EtcdStore implements ClusterStore {
 
   /**
    * Validates the options (ERR_INVALID_CONFIG naming the key), probes etcd once and starts the health
-   * monitor. An unreachable etcd does not fail the open: it shows in `health()`.
+   * monitor. An unreachable etcd does not fail the open: it shows in `health()`, and the store serves
+   * once etcd answers. An etcd that answers but rejects us, or that we reject (its certificate fails
+   * verification, it refuses the client certificate or the credentials), fails the open with
+   * ERR_STORE saying why: that is a configuration to fix, and waiting would not fix it. The same
+   * rejection seen later (etcd down at open, a certificate rotated) marks the store unhealthy.
    */
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
     const store = new EtcdStore(opts);
-    await store.#probe();
+    const failure = await store.#probe();
+    if (failure instanceof GatewayError && failure.rejected) {
+      await store.close();
+      throw storeError(`${store.description}: ${failure.message}`, failure);
+    }
     store.#monitor = store.#monitorLoop();
     return store;
   }
@@ -212,7 +234,7 @@ export class EtcdStore implements ClusterStore {
     } catch (err) {
       if (this.#closed.signal.aborted) throw storeError(`${this.description}: ${what}: store is closed`, err);
       if (!(err instanceof GatewayError)) throw err;
-      if (err.unreachable) this.#health.markDown(err.message);
+      if (err.unreachable || err.rejected) this.#health.markDown(err.message);
       throw storeError(`${this.description}: ${what}: ${err.message}`, err);
     }
   }
@@ -232,16 +254,29 @@ export class EtcdStore implements ClusterStore {
     }
   }
 
-  async #probe(): Promise<boolean> {
+  /** Picks up rotated certificates and credentials; unreadable or unusable ones are reported and skipped. */
+  async #reload(): Promise<void> {
+    if (this.#reloadSecrets === undefined) return;
+    try {
+      this.#gateway.setSecrets(await this.#reloadSecrets());
+    } catch (err) {
+      // A Secret being swapped can be half-visible for a moment; the next round reads it again.
+      const e = err instanceof PodwireError ? err : storeError('reloading the TLS files', err);
+      this.#onInvalid('cluster.tls/cluster.auth', e);
+    }
+  }
+
+  /** Undefined when etcd answered; else the failure (health marked down). */
+  async #probe(): Promise<unknown> {
     try {
       await this.#kv.range(this.#keys.probe, { signal: this.#closed.signal });
       this.#health.markOk();
-      return true;
+      return undefined;
     } catch (err) {
       if (!this.#closed.signal.aborted) {
         this.#health.markDown(err instanceof Error ? err.message : String(err));
       }
-      return false;
+      return err ?? new Error('probe failed');
     }
   }
 
@@ -252,7 +287,8 @@ export class EtcdStore implements ClusterStore {
       // Any health flip (a call failing, a watch breaking) cuts the wait short and re-probes.
       await pause(ok ? this.#healthIntervalMs : backoff.next(), this.#closed.signal, this.#health);
       if (this.#closed.signal.aborted) return;
-      ok = await this.#probe();
+      await this.#reload();
+      ok = (await this.#probe()) === undefined;
       if (ok) backoff.reset();
     }
   }

@@ -97,8 +97,13 @@ export async function* watchNodes(
           break;
         }
         if (r.canceled) {
-          throw new GatewayError(`${ctx.where}: watch canceled: ${r.cancel_reason ?? ''}`, {
+          const reason = r.cancel_reason ?? '';
+          // The token expired between calls: renew it on the next attempt (etcd-gateway.ts).
+          const unauthenticated = /code = Unauthenticated/.test(reason);
+          if (unauthenticated) ctx.gateway.forgetToken();
+          throw new GatewayError(`${ctx.where}: watch canceled: ${reason}`, {
             unreachable: false,
+            rejected: !unauthenticated && /code = (InvalidArgument|PermissionDenied)/.test(reason),
           });
         }
         if (r.created) {
@@ -137,7 +142,7 @@ export async function* watchNodes(
     }
     if (stop.aborted) return;
     if (failure === undefined) continue;
-    if (!(failure instanceof GatewayError) || failure.unreachable) {
+    if (!(failure instanceof GatewayError) || failure.unreachable || failure.rejected) {
       ctx.health.markDown(failure instanceof Error ? failure.message : String(failure));
     }
     await pause(backoff.next(), stop, ctx.health);

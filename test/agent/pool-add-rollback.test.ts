@@ -75,7 +75,13 @@ for (const datapath of datapaths) {
         datapath,
         config: {
           podCIDRs: null,
-          cluster: { store: 'etcd', endpoints: [etcd.endpoint], prefix: '/podwire', requestTimeoutMs: 8000 },
+          cluster: {
+            store: 'etcd',
+            endpoints: [etcd.endpoint],
+            prefix: '/podwire',
+            requestTimeoutMs: 8000,
+            insecure: true,
+          },
           nodeName: 'node-0',
           uplink: un.uplink,
           trafficMode: 'noEncap',

@@ -299,8 +299,8 @@ describe('EtcdStore: endpoints and options', () => {
       isCode('ERR_INVALID_CONFIG', /cluster\.endpoints/),
     );
     await assert.rejects(
-      EtcdStore.open({ endpoints: ['https://x:1'] }),
-      isCode('ERR_INVALID_CONFIG', /cluster\.endpoints: https/),
+      EtcdStore.open({ endpoints: ['ftp://x:1'] }),
+      isCode('ERR_INVALID_CONFIG', /cluster\.endpoints: ftp/),
     );
     await assert.rejects(
       EtcdStore.open({ endpoints: ['http://x:1'], prefix: 'podwire/' }),

@@ -4,7 +4,7 @@
  */
 
 import { InvalidConfigError } from '../../base/errors.js';
-import { openClusterStore } from '../../cluster/config.js';
+import { insecureEndpoints, openClusterStore } from '../../cluster/config.js';
 import type { PoolStore } from '../../cluster/pool-store.js';
 import type { ClusterStore } from '../../cluster/store.js';
 import { RoutedOverlay } from '../../datapath/overlay/routed-overlay.js';
@@ -66,6 +66,16 @@ export async function openCluster(
   const c: ClusterSettings | undefined = config.cluster;
   if (!c) return { podCIDRs: config.podCIDRs, mtu: config.mtu };
   const uplink = uplinkOf(nl, c.uplink, config.stateDir);
+  const plain = insecureEndpoints(c.store);
+  if (plain.length > 0) {
+    log.warn(
+      'cluster store over plain http (cluster.insecure: true): anyone who reaches etcd can rewrite routes, leases and pools',
+      {
+        endpoints: plain,
+      },
+    );
+  }
+  // Certificates or credentials that etcd refuses, or that name an etcd we do not trust, stop the start here.
   const store = await openClusterStore(c.store);
   undo.push('cluster store', () => store.close());
   const podCIDRs = await resolvePodCIDRs(

@@ -14,7 +14,7 @@ const conf = parseNetConf(JSON.stringify({ cniVersion: '1.1.0', name: 'podwire',
 
 function agentConfig(poolByNamespace: string): ReturnType<typeof parseAgentConfig> {
   return parseAgentConfig(`
-cluster: {store: etcd, endpoints: ["http://127.0.0.1:2379"]}
+cluster: {store: etcd, endpoints: ["http://127.0.0.1:2379"], insecure: true}
 clusterCIDRs: [10.244.0.0/16]
 nodeCIDRMaskSize: {ipv4: 24}
 nodeName: node-a
