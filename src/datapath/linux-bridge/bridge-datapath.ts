@@ -15,6 +15,7 @@ import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
 import { PodGuards } from './pod-guards.js';
 
@@ -161,6 +162,15 @@ export class BridgeDatapath implements Datapath {
    */
   async attachUplink(uplink: UplinkPort): Promise<void> {
     const bridge = this.#requireBridge();
+    // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
+    try {
+      await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways);
+    } catch (err) {
+      this.#o.warn?.(
+        "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
+        { uplink: uplink.ifname, err: String(err) },
+      );
+    }
     this.#o.nl.setMac(bridge, uplink.mac);
     // The node's addresses become the bridge interface's own, with the uplink's MAC.
     await this.#guardArp(
@@ -194,6 +204,7 @@ export class BridgeDatapath implements Datapath {
       this.#o.nl.setMac(bridge.index, uplink.targetMac);
       await this.#guardArp(uplink.targetMac, []);
     }
+    await removeUplinkArpGuard(this.#o.nft).catch(() => undefined); // not there when it could not be installed
     this.#uplinkIndex = 0;
   }
 
