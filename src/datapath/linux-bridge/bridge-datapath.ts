@@ -121,6 +121,15 @@ export class BridgeDatapath implements Datapath {
    * and bridged back to its own port, which the bridge does only in hairpin mode (decision 19).
    */
   async attachPort(port: PodPort): Promise<void> {
+    // A re-attach (reconcile: no MAC given) of a veth that is not a port of this bridge: the bridge was
+    // recreated while the agent was away, and the pod's VLAN, which only the port kept, went with it.
+    // Attached as asked it would join VLAN 1, the node's own L2 (issue 15, finding 10). Refused, as OVS
+    // refuses a pod it has no record of; reconcile then attaches afresh from the claims, or leaves a
+    // pool pod detached (its VLAN is not in its claims).
+    if (port.podMac === '' && this.#o.nl.linkByIndex(port.hostIfindex)?.masterIndex !== this.#requireBridge())
+      throw new DatapathError(
+        `nothing recorded of ${port.hostIfname}: it is not a port of ${this.#o.bridge} (recreated?), and a VLAN it had went with its old bridge`,
+      );
     await this.#attach(port, true);
   }
 
