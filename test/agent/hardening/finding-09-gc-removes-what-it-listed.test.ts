@@ -8,10 +8,12 @@
  * - a leftover veth (an interrupted DEL: no claim, the network's alias) listed for the sweep, deleted
  *   and added again meanwhile: GC deleted the new pod's veth by name.
  *
- * Both fail on the old code. Depends on, in src/agent/cni/cmd-gc.ts: `claimsIdentity` compared on the
- * attachment's key before `cmdDel`; the second `ctx.ipam.list()` before the sweep and the index check
- * with `ctx.nl.deleteLinkAsync(link.index)` (src/kernel/netlink/rtnetlink.ts). Each case also checks
- * that GC still removes a stale claim and a leftover veth that nothing touched.
+ * Both fail on the old code, and so does the same sweep race in reconcile while serving (`podwire gc`,
+ * src/agent/cni/reconcile.ts, the third case). Depends on, in src/agent/cni/cmd-gc.ts: `claimsIdentity`
+ * compared on the attachment's key before `cmdDel`; the second `ctx.ipam.list()` before the sweep and
+ * the index check with `ctx.nl.deleteLinkAsync(link.index)` (src/kernel/netlink/rtnetlink.ts); in
+ * reconcile.ts the same listing and index check. Each case also checks that a stale claim or a
+ * leftover veth that nothing touched is still removed.
  *
  * Everything runs in this process against the real kernel, in a throwaway node namespace: the real
  * cmdGc and cmdDel, the Linux bridge datapath, the node-local allocator, the scheduler as the guard.
@@ -23,6 +25,7 @@ import { cmdDel } from '../../../src/agent/cni/cmd-del.js';
 import { cmdGc } from '../../../src/agent/cni/cmd-gc.js';
 import { attachmentKey, hostVethAlias, hostVethName } from '../../../src/agent/cni/host-veth.js';
 import { PodIpam } from '../../../src/agent/cni/pod-ipam.js';
+import { reconcile } from '../../../src/agent/cni/reconcile.js';
 import { Scheduler } from '../../../src/agent/cni/scheduler.js';
 import type { AgentConfig } from '../../../src/agent/config.js';
 import { DEFAULT_CONFIG } from '../../../src/agent/config.js';
@@ -205,5 +208,22 @@ describe('finding 9: GC removes only what it listed', () => {
     assert.equal(vethIndex('f9-orphan'), undefined, 'the untouched leftover is removed');
     assert.deepEqual(report.vethsRemoved, [hostVethName('f9-orphan', 'eth0')]);
     await del('f9-leftover');
+  });
+
+  test('reconcile while serving (`podwire gc`) keeps a leftover veth that was deleted and added again meanwhile', async () => {
+    await add('f9-rec');
+    await add('f9-rec-orphan'); // control, as above
+    for (const id of ['f9-rec', 'f9-rec-orphan']) await ctx.ipam.release({ containerId: id, ifname: 'eth0' });
+    const hold = store.holdNextList();
+    const sweep = reconcile(ctx, guard);
+    await hold.reached;
+    await del('f9-rec');
+    const index = await add('f9-rec');
+    hold.release();
+    const report = await sweep;
+    assert.equal(vethIndex('f9-rec'), index, "the new pod's veth stays");
+    assert.equal(vethIndex('f9-rec-orphan'), undefined, 'the untouched leftover is removed');
+    assert.deepEqual(report.vethsRemoved, [hostVethName('f9-rec-orphan', 'eth0')]);
+    await del('f9-rec');
   });
 });
