@@ -6,7 +6,9 @@
  * datapaths flood broadcasts out of the uplink too. Only pool pods' L2 belongs on the underlay.
  *
  * One netdev-family nftables chain on the uplink's egress hook drops ARP whose sender or target
- * address lies in a pod CIDR of the node, counted, whatever put it there: the Linux bridge forwarding
+ * address lies in a pod CIDR of the node, and IPv6 neighbour solicitations and advertisements whose
+ * target does (not by source: a node without an underlay IPv6 address of a next hop's prefix may
+ * solicit it from a pod gateway address), counted, whatever put it there: the Linux bridge forwarding
  * out of its port, OVS's kernel datapath sending on its port, or the userspace datapath's packet
  * socket (the egress hook sees those frames too). Both datapaths install it when the uplink joins and
  * remove it when it leaves. A pool pod's ARP is untouched: its addresses are the underlay's, and a
@@ -30,35 +32,63 @@ export function podCidrsV4(gateways: readonly GatewayAddress[]): string[] {
     });
 }
 
-/** The nft script that (re)creates the chain on `uplink` for `cidrs`, in one transaction. */
-export function uplinkArpGuardScript(uplink: string, cidrs: readonly string[]): string {
-  const set = `{ ${cidrs.join(', ')} }`;
+/** The node's IPv6 pod CIDRs as (network, prefix length), from its gateway addresses. */
+export function podCidrsV6(gateways: readonly GatewayAddress[]): Array<{ network: bigint; length: number }> {
+  const all = (1n << 128n) - 1n;
+  return gateways
+    .filter((g) => g.family === 6)
+    .map((g) => {
+      const host = (1n << BigInt(128 - g.prefixLength)) - 1n;
+      return { network: parseIpOrThrow(g.address).value & (all ^ host), length: g.prefixLength };
+    });
+}
+
+/**
+ * The nft script that (re)creates the chain on `uplink`, in one transaction: `v4` as CIDR text, `v6`
+ * as (network, length). An ND message's target is the 16 bytes after its first 8 (`@th,64,128`, as the
+ * pod guards read it); its first `length` bits are compared with the prefix's.
+ */
+export function uplinkArpGuardScript(
+  uplink: string,
+  v4: readonly string[],
+  v6: ReadonlyArray<{ network: bigint; length: number }> = [],
+): string {
+  const rules: string[] = [];
+  if (v4.length > 0) {
+    const set = `{ ${v4.join(', ')} }`;
+    rules.push(`    ether type arp arp saddr ip ${set} counter drop`);
+    rules.push(`    ether type arp arp daddr ip ${set} counter drop`);
+  }
+  for (const { network, length } of v6) {
+    if (length === 0) continue;
+    const bits = network >> BigInt(128 - length);
+    rules.push(
+      `    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } @th,64,${length} 0x${bits.toString(16)} counter drop`,
+    );
+  }
   return [
     ...dropTable('netdev', UPLINK_ARP_TABLE),
     `table netdev ${UPLINK_ARP_TABLE} {`,
     '  chain egress {',
     `    type filter hook egress device ${JSON.stringify(uplink)} priority 0; policy accept;`,
-    '    ether type != arp accept',
-    `    arp saddr ip ${set} counter drop`,
-    `    arp daddr ip ${set} counter drop`,
+    '    ether type != { arp, ip6 } accept',
+    ...rules,
     '  }',
     '}',
     '',
   ].join('\n');
 }
 
-/**
- * Equivalent to: `nft -f` of `uplinkArpGuardScript`; with no IPv4 pod CIDR (an IPv6-only node) there
- * is nothing to drop, and any earlier chain is removed.
- */
+/** Equivalent to: `nft -f` of `uplinkArpGuardScript` for the node's pod CIDRs (from its gateways). */
 export function installUplinkArpGuard(
   nft: Nft,
   uplink: string,
   gateways: readonly GatewayAddress[],
 ): Promise<void> {
-  const cidrs = podCidrsV4(gateways);
-  if (cidrs.length === 0) return removeUplinkArpGuard(nft);
-  return nft.apply(uplinkArpGuardScript(uplink, cidrs));
+  const v4 = podCidrsV4(gateways);
+  const v6 = podCidrsV6(gateways);
+  if (v4.length === 0 && v6.length === 0) return removeUplinkArpGuard(nft);
+  return nft.apply(uplinkArpGuardScript(uplink, v4, v6));
 }
 
 /** Equivalent to: `nft delete table netdev podwire_uplink_arp`; nothing to do when it is not there. */
