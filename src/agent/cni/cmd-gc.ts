@@ -12,6 +12,12 @@
  *   reconcile (`podwire gc`, agent start), which removes it whatever its network.
  *
  * Datapath ports are detached only for the attachments removed here.
+ *
+ * What GC removes is what it listed (issue 15, finding 9): a claim is released only while the
+ * attachment still holds exactly the claims listed (a DEL and a new ADD of the same pair since then
+ * made a new attachment, which the runtime's list did not judge), and a veth is deleted by the index
+ * it was listed with, only while no claim explains its name in a listing taken after the releases
+ * (an ADD that completed meanwhile holds a new veth of the same name, or the old one).
  */
 import type { Attachment } from '../../cni/types.js';
 import type { OwnedAllocation } from '../../ipam/allocator.js';
@@ -65,30 +71,36 @@ export async function cmdGc(
       report.kept++;
       continue;
     }
-    // On the attachment's key: the claims may have changed since the listing (a DEL, then an ADD of
-    // the same pair for another network, which cmdDel then recognises and leaves alone).
+    // On the attachment's key, and only while it holds the very claims listed: a DEL and then an ADD
+    // of the same pair (of this network or another) since the listing made an attachment the
+    // runtime's list never judged.
+    const listed = claimsIdentity(held);
     const released = await guard.serial(key, async () => {
-      if (ctx.ipam.owned(att).length === 0) return false;
+      if (claimsIdentity(ctx.ipam.owned(att)) !== listed) return false;
       return cmdDel(ctx, att, network, log);
     });
     if (released) report.released.push(att);
   }
   const keepVeths = new Set(valid.map((a) => hostVethName(a.containerId, a.ifname)));
-  const busyVeths = new Set([...guard.busy()].map(hostVethOfKey));
-  for (const link of links) {
+  const unexplained = links.filter(
+    (link) =>
+      link.kind === 'veth' &&
+      link.name.startsWith(HOST_VETH_PREFIX) &&
+      !claimedVeths.has(link.name) &&
+      !keepVeths.has(link.name) &&
+      networkOfAlias(link.alias) === network,
+  );
+  // Claims made since the first listing (ADDs that ran during the releases) explain their veths too.
+  if (unexplained.length > 0) {
+    for (const a of await ctx.ipam.list()) claimedVeths.add(hostVethName(a.containerId, a.ifname));
+  }
+  for (const link of unexplained) {
     const name = link.name;
-    if (
-      link.kind !== 'veth' ||
-      !name.startsWith(HOST_VETH_PREFIX) ||
-      claimedVeths.has(name) ||
-      keepVeths.has(name) ||
-      busyVeths.has(name) ||
-      networkOfAlias(link.alias) !== network
-    ) {
-      continue;
-    }
+    if (claimedVeths.has(name) || new Set([...guard.busy()].map(hostVethOfKey)).has(name)) continue;
+    // The link listed, not one that took its name since (a DEL's deletion, then an ADD of the pair).
+    if (ctx.nl.linkByName(name)?.index !== link.index) continue;
     await ctx.datapath.detachPort(name);
-    if (await ctx.nl.deleteLinkByNameAsync(name)) report.vethsRemoved.push(name);
+    if (await ctx.nl.deleteLinkAsync(link.index)) report.vethsRemoved.push(name);
   }
   log.info('gc done', {
     network,
@@ -98,4 +110,12 @@ export async function cmdGc(
     legacy: report.legacy.length,
   });
   return report;
+}
+
+/** What makes a claim this one and not a later one of the same attachment: range, address, time, network. */
+function claimsIdentity(held: readonly OwnedAllocation[]): string {
+  return held
+    .map((a) => JSON.stringify([a.rangeId, a.ip, a.createdAt, a.network ?? null]))
+    .sort()
+    .join('\n');
 }

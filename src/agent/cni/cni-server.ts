@@ -22,9 +22,11 @@ type RelayAnswer = Pick<CniAnswer, 'exitCode' | 'stdout'>;
 const MAX_REQUEST = (1 << 20) + (64 << 10);
 
 /**
- * A relay sends its whole request at once; a connection that has not finished sending it by then is
- * closed (a stuck or hostile client must not hold a descriptor for ever). Waiting for the answer has
- * no such bound: an ADD may take as long as it takes, and the relay has its own timeout.
+ * A relay sends its whole request at once; a connection that has not finished sending it this long
+ * after it was accepted is closed (a stuck or hostile client must not hold a descriptor for ever). A
+ * deadline, not an idle timeout: a writer that trickles a byte now and then is never idle, and was
+ * held for as long as it went on (issue 15, the socket fuzz run). Waiting for the answer has no such
+ * bound: an ADD may take as long as it takes, and the relay has its own timeout.
  */
 export const REQUEST_READ_TIMEOUT_MS = 5000;
 
@@ -103,8 +105,9 @@ export class CniServer {
     this.#sockets.add(sock);
     const chunks: Buffer[] = [];
     let size = 0;
-    sock.setTimeout(REQUEST_READ_TIMEOUT_MS, () => sock.destroy());
+    const deadline = setTimeout(() => sock.destroy(), REQUEST_READ_TIMEOUT_MS);
     sock.on('data', (chunk: Buffer) => {
+      if (size > MAX_REQUEST) return; // refused already; the connection is closing
       size += chunk.length;
       if (size > MAX_REQUEST) {
         this.#reply(sock, {
@@ -115,12 +118,15 @@ export class CniServer {
             msg: `request larger than ${MAX_REQUEST} bytes`,
           }),
         });
+        // Nothing more is read: the answer out, the connection goes, however long the sender goes on.
+        chunks.length = 0;
+        sock.once('finish', () => sock.destroy());
         return;
       }
       chunks.push(chunk);
     });
     sock.on('end', () => {
-      sock.setTimeout(0);
+      clearTimeout(deadline);
       if (size > MAX_REQUEST) return;
       let answer: Promise<RelayAnswer>;
       try {
@@ -140,7 +146,10 @@ export class CniServer {
       );
     });
     sock.on('error', (err) => this.#log.warn('relay connection error', { err: err.message }));
-    sock.on('close', () => this.#sockets.delete(sock));
+    sock.on('close', () => {
+      clearTimeout(deadline);
+      this.#sockets.delete(sock);
+    });
   }
 
   #reply(sock: Socket, a: RelayAnswer): void {

@@ -107,10 +107,26 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
     }
   }
   const busyVeths = new Set([...busy].map(hostVethOfKey));
-  for (const name of veths.keys()) {
-    if (explained.has(name) || busyVeths.has(name)) continue;
+  const unexplained = [...veths.values()].filter((l) => !explained.has(l.name) && !busyVeths.has(l.name));
+  // Claims made since the listing (calls that ran during the re-attachments) explain their veths too,
+  // and a veth is deleted by the index it was listed with, never a newer one of the same name (issue
+  // 15, finding 9).
+  const claimedNow = new Set<string>();
+  if (unexplained.length > 0) {
+    for (const a of await ctx.ipam.list()) claimedNow.add(hostVethName(a.containerId, a.ifname));
+  }
+  for (const link of unexplained) {
+    const name = link.name;
+    if (claimedNow.has(name) || new Set([...guard.busy()].map(hostVethOfKey)).has(name)) {
+      explained.add(name);
+      continue;
+    }
+    if (ctx.nl.linkByName(name)?.index !== link.index) {
+      explained.add(name); // a new veth of that name: its call's business
+      continue;
+    }
     await ctx.datapath.detachPort(name);
-    if (await ctx.nl.deleteLinkByNameAsync(name)) report.vethsRemoved.push(name);
+    if (await ctx.nl.deleteLinkAsync(link.index)) report.vethsRemoved.push(name);
   }
   // Pod ports whose veth and allocation are both gone (an OVS port outlives its veth as an OVSDB row).
   // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours.

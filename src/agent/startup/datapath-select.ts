@@ -36,6 +36,7 @@ export function createDatapath(
         gateway: config.gateway,
         ovsdb: config.ovsdb,
         datapathType: config.ovsDatapathType,
+        ...(log ? { warn: (msg, fields) => log.warn(msg, fields) } : {}),
       });
   }
 }

@@ -15,6 +15,7 @@ import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
 import { PodGuards } from './pod-guards.js';
 
@@ -120,6 +121,15 @@ export class BridgeDatapath implements Datapath {
    * and bridged back to its own port, which the bridge does only in hairpin mode (decision 19).
    */
   async attachPort(port: PodPort): Promise<void> {
+    // A re-attach (reconcile: no MAC given) of a veth that is not a port of this bridge: the bridge was
+    // recreated while the agent was away, and the pod's VLAN, which only the port kept, went with it.
+    // Attached as asked it would join VLAN 1, the node's own L2 (issue 15, finding 10). Refused, as OVS
+    // refuses a pod it has no record of; reconcile then attaches afresh from the claims, or leaves a
+    // pool pod detached (its VLAN is not in its claims).
+    if (port.podMac === '' && this.#o.nl.linkByIndex(port.hostIfindex)?.masterIndex !== this.#requireBridge())
+      throw new DatapathError(
+        `nothing recorded of ${port.hostIfname}: it is not a port of ${this.#o.bridge} (recreated?), and a VLAN it had went with its old bridge`,
+      );
     await this.#attach(port, true);
   }
 
@@ -161,6 +171,15 @@ export class BridgeDatapath implements Datapath {
    */
   async attachUplink(uplink: UplinkPort): Promise<void> {
     const bridge = this.#requireBridge();
+    // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
+    try {
+      await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways);
+    } catch (err) {
+      this.#o.warn?.(
+        "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
+        { uplink: uplink.ifname, err: String(err) },
+      );
+    }
     this.#o.nl.setMac(bridge, uplink.mac);
     // The node's addresses become the bridge interface's own, with the uplink's MAC.
     await this.#guardArp(
@@ -194,6 +213,7 @@ export class BridgeDatapath implements Datapath {
       this.#o.nl.setMac(bridge.index, uplink.targetMac);
       await this.#guardArp(uplink.targetMac, []);
     }
+    await removeUplinkArpGuard(this.#o.nft).catch(() => undefined); // not there when it could not be installed
     this.#uplinkIndex = 0;
   }
 

@@ -17,6 +17,7 @@ import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { diffFlows, parseFlow } from './flow-text.js';
 import { Ofctl } from './ofctl.js';
 import { OvsdbClient } from './ovsdb-client.js';
@@ -61,6 +62,8 @@ export interface OvsDatapathOptions {
   openflow?: string;
   /** How long ovs-vswitchd may take to open a port. */
   portTimeoutMs?: number;
+  /** Told when the uplink's ARP guard cannot be installed (uplink-arp-guard.ts). */
+  warn?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 /** The OpenFlow versions the bridge speaks: 1.0 for no-flood ports, 1.3 for tools, 1.4+ for bundles. */
@@ -277,6 +280,15 @@ export class OvsDatapath implements Datapath {
     const mac = uplink.mac.toLowerCase();
     const before = gw.mac;
     try {
+      // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
+      try {
+        await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways);
+      } catch (err) {
+        this.#o.warn?.(
+          "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
+          { uplink: uplink.ifname, err: String(err) },
+        );
+      }
       await this.#setGatewayMac(vs, mac);
       await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
       const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
@@ -307,6 +319,7 @@ export class OvsDatapath implements Datapath {
     if (this.#o.datapathType === 'netdev') await restoreKernelIngress(this.#o.nft);
     const row = await vs.port(uplink.ifname);
     if (row?.externalIds[EXT_ROLE] === ROLE_UPLINK) await vs.removePort(uplink.ifname, row);
+    await removeUplinkArpGuard(this.#o.nft).catch(() => undefined); // not there when it could not be installed
     const mac = uplink.targetMac.toLowerCase();
     await this.#setGatewayMac(vs, mac);
     this.#gateway = { ofport: gw.ofport, mac, ipv4s: this.#podGatewaysV4() };

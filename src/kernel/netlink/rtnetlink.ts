@@ -301,10 +301,22 @@ export class Rtnetlink implements Disposable {
    * RCU (10-30 ms for a veth here), which would otherwise stall every other request of the agent.
    */
   async deleteLinkByNameAsync(name: string): Promise<boolean> {
+    return this.#deleteLinkAsync(0, { ifname: name });
+  }
+
+  /**
+   * `deleteLinkByNameAsync` by index: the very link that was listed, never a newer one that took its
+   * name since. Equivalent to: `ip link del dev INDEX`.
+   */
+  async deleteLinkAsync(index: number): Promise<boolean> {
+    return this.#deleteLinkAsync(index, {});
+  }
+
+  async #deleteLinkAsync(index: number, attrs: LinkAttributes): Promise<boolean> {
     const deletion = this.#requestAsync(
       R.RTM_DELLINK,
       0,
-      encodeLinkBody({ ifi: ifInfoMsg({ index: 0 }), attrs: { ifname: name } }),
+      encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }),
     );
     const settled = deletion.then(
       () => undefined,

@@ -1,0 +1,97 @@
+/**
+ * Bridging mode keeps the node-local pods' L2 off the underlay (issue 15, finding 12). The node's pod
+ * CIDRs are routed, not bridged: no host of the underlay has an address in them, so no ARP naming one
+ * has any business on the wire. Yet the node's requests for its pods (sender: the pod gateway, with the
+ * uplink's MAC), the pods' requests for each other and their announcements are broadcasts, and both
+ * datapaths flood broadcasts out of the uplink too. Only pool pods' L2 belongs on the underlay.
+ *
+ * One netdev-family nftables chain on the uplink's egress hook drops ARP whose sender or target
+ * address lies in a pod CIDR of the node, and IPv6 neighbour solicitations and advertisements whose
+ * target does (not by source: a node without an underlay IPv6 address of a next hop's prefix may
+ * solicit it from a pod gateway address), counted, whatever put it there: the Linux bridge forwarding
+ * out of its port, OVS's kernel datapath sending on its port, or the userspace datapath's packet
+ * socket (the egress hook sees those frames too). Both datapaths install it when the uplink joins and
+ * remove it when it leaves. A pool pod's ARP is untouched: its addresses are the underlay's, and a
+ * VLAN pool's frames leave tagged (ethertype 802.1Q). Needs Linux 5.16+ and `nft`, as the gateway's
+ * ARP guard does.
+ */
+import { makePrefix, parseIpOrThrow } from '../base/ip.js';
+import { dropTable, type Nft } from '../kernel/nft.js';
+import type { GatewayAddress } from './datapath.js';
+
+export const UPLINK_ARP_TABLE = 'podwire_uplink_arp';
+
+/** The node's IPv4 pod CIDRs, from its gateway addresses (the address with its host bits cleared). */
+export function podCidrsV4(gateways: readonly GatewayAddress[]): string[] {
+  return gateways
+    .filter((g) => g.family === 4)
+    .map((g) => {
+      const host = (1n << BigInt(32 - g.prefixLength)) - 1n;
+      const network = parseIpOrThrow(g.address).value & (0xffffffffn ^ host);
+      return makePrefix(4, network, g.prefixLength).text;
+    });
+}
+
+/** The node's IPv6 pod CIDRs as (network, prefix length), from its gateway addresses. */
+export function podCidrsV6(gateways: readonly GatewayAddress[]): Array<{ network: bigint; length: number }> {
+  const all = (1n << 128n) - 1n;
+  return gateways
+    .filter((g) => g.family === 6)
+    .map((g) => {
+      const host = (1n << BigInt(128 - g.prefixLength)) - 1n;
+      return { network: parseIpOrThrow(g.address).value & (all ^ host), length: g.prefixLength };
+    });
+}
+
+/**
+ * The nft script that (re)creates the chain on `uplink`, in one transaction: `v4` as CIDR text, `v6`
+ * as (network, length). An ND message's target is the 16 bytes after its first 8 (`@th,64,128`, as the
+ * pod guards read it); its first `length` bits are compared with the prefix's.
+ */
+export function uplinkArpGuardScript(
+  uplink: string,
+  v4: readonly string[],
+  v6: ReadonlyArray<{ network: bigint; length: number }> = [],
+): string {
+  const rules: string[] = [];
+  if (v4.length > 0) {
+    const set = `{ ${v4.join(', ')} }`;
+    rules.push(`    ether type arp arp saddr ip ${set} counter drop`);
+    rules.push(`    ether type arp arp daddr ip ${set} counter drop`);
+  }
+  for (const { network, length } of v6) {
+    if (length === 0) continue;
+    const bits = network >> BigInt(128 - length);
+    rules.push(
+      `    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } @th,64,${length} 0x${bits.toString(16)} counter drop`,
+    );
+  }
+  return [
+    ...dropTable('netdev', UPLINK_ARP_TABLE),
+    `table netdev ${UPLINK_ARP_TABLE} {`,
+    '  chain egress {',
+    `    type filter hook egress device ${JSON.stringify(uplink)} priority 0; policy accept;`,
+    '    ether type != { arp, ip6 } accept',
+    ...rules,
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** Equivalent to: `nft -f` of `uplinkArpGuardScript` for the node's pod CIDRs (from its gateways). */
+export function installUplinkArpGuard(
+  nft: Nft,
+  uplink: string,
+  gateways: readonly GatewayAddress[],
+): Promise<void> {
+  const v4 = podCidrsV4(gateways);
+  const v6 = podCidrsV6(gateways);
+  if (v4.length === 0 && v6.length === 0) return removeUplinkArpGuard(nft);
+  return nft.apply(uplinkArpGuardScript(uplink, v4, v6));
+}
+
+/** Equivalent to: `nft delete table netdev podwire_uplink_arp`; nothing to do when it is not there. */
+export function removeUplinkArpGuard(nft: Nft): Promise<void> {
+  return nft.apply([...dropTable('netdev', UPLINK_ARP_TABLE), ''].join('\n'));
+}
