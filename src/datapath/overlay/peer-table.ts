@@ -97,16 +97,7 @@ export class PeerTable {
     for (const name of changes.removed) this.#forget(name, touched);
     for (const peer of changes.put) {
       this.#forget(peer.name, touched);
-      const entries = this.#o.entries(peer);
-      this.#peers.set(peer.name, { peer, entries });
-      for (const t of TABLES) {
-        for (const [key, value] of entries[t]) {
-          let owners = this.#owners[t].get(key);
-          if (!owners) this.#owners[t].set(key, (owners = new Map()));
-          owners.set(peer.name, value);
-          touched[t].add(key);
-        }
-      }
+      this.#adopt(peer, touched);
     }
     const have: Record<Table, Map<string, string>> = { routes: new Map(), neighs: new Map(), fdb: new Map() };
     for (const t of TABLES) {
@@ -129,15 +120,7 @@ export class PeerTable {
     for (const name of removed) this.#forget(name, touched);
     for (const peer of peers) {
       this.#forget(peer.name, touched);
-      const entries = this.#o.entries(peer);
-      this.#peers.set(peer.name, { peer, entries });
-      for (const t of TABLES) {
-        for (const [key, value] of entries[t]) {
-          let owners = this.#owners[t].get(key);
-          if (!owners) this.#owners[t].set(key, (owners = new Map()));
-          owners.set(peer.name, value);
-        }
-      }
+      this.#adopt(peer, touched);
     }
     const have = this.#dump();
     const all: Record<Table, Set<string>> = { routes: new Set(), neighs: new Set(), fdb: new Set() };
@@ -147,6 +130,23 @@ export class PeerTable {
       this.#programmed[t] = new Map(have[t]);
     }
     return this.#send(have, all);
+  }
+
+  /** Records what `peer` wants, marking its keys as touched. */
+  #adopt(peer: PeerNode, touched: Record<Table, Set<string>>): void {
+    const entries = this.#o.entries(peer);
+    this.#peers.set(peer.name, { peer, entries });
+    for (const t of TABLES) {
+      for (const [key, value] of entries[t]) {
+        let owners = this.#owners[t].get(key);
+        if (!owners) {
+          owners = new Map();
+          this.#owners[t].set(key, owners);
+        }
+        owners.set(peer.name, value);
+        touched[t].add(key);
+      }
+    }
   }
 
   /** Drops what `name` owned, marking its keys as touched. */
