@@ -10,7 +10,8 @@
  * or when its underlay address is this node's or lies inside a pod CIDR accepted here. First come,
  * first served: a record that collides with an accepted one is refused, the accepted one keeps its
  * routes; when the accepted one goes or changes, refused records are checked again. A full check
- * (`reset`) goes by name order. Overlap checks are binary searches over the accepted CIDRs (kept
+ * (`reset`) takes the records accepted so far first, then the others by name, so it keeps the same
+ * winners. Overlap checks are binary searches over the accepted CIDRs (kept
  * disjoint, sorted by start) and the underlay addresses, so a check costs O(log N), not O(N).
  */
 import {
@@ -153,7 +154,14 @@ export class PeerCheck {
     // What an accepted record held may have been what kept a refused one out.
     if (freed) for (const [name, r] of this.#refused) if (!changes.has(name)) candidates.set(name, r.record);
     const out: AcceptedChanges = { put: [], removed: [], refused: [] };
-    for (const name of [...candidates.keys()].sort()) {
+    // Records accepted before this change go first, so that a full check (or a change of an accepted
+    // record) never hands a collided-over CIDR to the newcomer: first come, first served.
+    const order = [...candidates.keys()].sort((a, b) => {
+      const wa = wasAccepted.has(a) ? 0 : 1;
+      const wb = wasAccepted.has(b) ? 0 : 1;
+      return wa - wb || (a < b ? -1 : a > b ? 1 : 0);
+    });
+    for (const name of order) {
       const record = candidates.get(name) as NodeRecord;
       const reason = this.#check(record);
       if (reason === undefined) {
