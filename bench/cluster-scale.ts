@@ -13,9 +13,12 @@
  *
  *   --peers 100,1000,5000     counts for the current programming
  *   --legacy-peers 100,1000   counts for the previous one (empty: skip it)
+ *   --control-peers 5000      counts for the control: the same writes under a prefix the agent does
+ *                             not watch ("programmed" = written), i.e. what the writes alone cost ADD
  *   --timeout-s 60            give up waiting for one phase after this long (reported as not done)
  *   --json FILE               also write the results as JSON
  *   --svg FILE                also draw programming time against N, both implementations
+ *   --etcd-on-disk            etcd's data directory in TMPDIR (default: /dev/shm, see runOne)
  *
  * Every namespace, process and directory is removed at the end, on failure and on SIGINT/SIGTERM.
  */
@@ -23,7 +26,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdServer } from '../bed/etcd.js';
 import { run } from '../bed/exec.js';
-import { TestNode } from '../bed/node.js';
+import { AGENT_NODE_FLAGS, TestNode } from '../bed/node.js';
 import { Underlay } from '../bed/underlay.js';
 import { EtcdGateway } from '../src/cluster/etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type TxnOp } from '../src/cluster/etcd-kv.js';
@@ -36,7 +39,8 @@ const POLL_MS = 100;
 const IDLE_ADDS = 30;
 const POD_NAMESPACES = 20;
 
-type Mode = 'current' | 'legacy';
+/** `control`: the same writes under a prefix the agent does not watch (what the join costs the node without programming). */
+type Mode = 'current' | 'legacy' | 'control';
 
 interface PhaseResult {
   /** Seconds until done, or undefined when not done within the timeout. */
@@ -116,20 +120,23 @@ async function writeAll(kv: EtcdKv, keys: EtcdKeys, n: number, del: boolean): Pr
 async function phase(
   o: { node: TestNode; pods: string[]; ns: string; timeoutMs: number; tag: string; pid: number },
   write: () => Promise<void>,
-  done: (c: { routes: number; fdb: number }) => boolean,
+  done: (c: { routes: number; fdb: number }, written: boolean) => boolean,
   onPoll: () => void,
 ): Promise<PhaseResult> {
   let finished = false;
   const t0 = performance.now();
   const adds = addLoop(o.node, o.pods, () => finished, o.tag);
-  const writing = write();
+  let written = false;
+  const writing = write().then(() => {
+    written = true;
+  });
   let last = { routes: 0, fdb: 0 };
   let seconds: number | undefined;
   try {
     for (;;) {
       last = await kernelCounts(o.ns);
       onPoll();
-      if (done(last)) {
+      if (done(last, written)) {
         seconds = (performance.now() - t0) / 1000;
         break;
       }
@@ -143,13 +150,20 @@ async function phase(
   return { seconds, ...last, adds: await adds };
 }
 
-async function runOne(mode: Mode, peers: number, timeoutMs: number): Promise<RunResult> {
+async function runOne(
+  mode: Mode,
+  peers: number,
+  timeoutMs: number,
+  etcdOnTmpfs: boolean,
+): Promise<RunResult> {
   const underlay = new Underlay();
   let etcd: EtcdServer | undefined;
   let node: TestNode | undefined;
   let gateway: EtcdGateway | undefined;
   const cleanup = async () => {
     gateway?.destroy();
+    // A graceful stop first (a profile, when asked for, is written then).
+    if (node?.agent && node.agent.exitCode === null) await node.stopAgent('SIGTERM').catch(() => undefined);
     await node?.cleanup();
     await etcd?.cleanup();
     await underlay.cleanup();
@@ -161,10 +175,21 @@ async function runOne(mode: Mode, peers: number, timeoutMs: number): Promise<Run
   process.once('SIGTERM', onSignal);
   try {
     await underlay.setup();
-    etcd = await EtcdServer.start({ netns: underlay.ns, host: underlay.hostIp });
+    // etcd's data on tmpfs: in a cluster etcd runs elsewhere, so its fsyncs (one per transaction of
+    // the join) must not queue the node's own IPAM fsyncs on this machine's one disk.
+    const tmp = process.env.TMPDIR;
+    if (etcdOnTmpfs) process.env.TMPDIR = '/dev/shm';
+    try {
+      etcd = await EtcdServer.start({ netns: underlay.ns, host: underlay.hostIp });
+    } finally {
+      if (tmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = tmp;
+    }
     const member = await underlay.addNode('n0');
+    const extraFlags = (process.env.CLUSTER_SCALE_AGENT_FLAGS ?? '').split(' ').filter((f) => f !== '');
     node = new TestNode({
       nodeNs: member.ns,
+      nodeFlags: [...AGENT_NODE_FLAGS, ...extraFlags],
       config: {
         podCIDRs: null,
         cluster: { store: 'etcd', endpoints: [etcd.endpoint], prefix: PREFIX, requestTimeoutMs: 8000 },
@@ -190,7 +215,7 @@ async function runOne(mode: Mode, peers: number, timeoutMs: number): Promise<Run
       connect: etcd.connect,
     });
     const kv = new EtcdKv(gateway);
-    const keys = new EtcdKeys(PREFIX);
+    const keys = new EtcdKeys(mode === 'control' ? `${PREFIX}-control` : PREFIX);
     // Warm-up and the idle figure: no peers, nothing being programmed.
     let n = 0;
     await addLoop(node, pods, () => n++ >= 5, 'warm');
@@ -204,16 +229,18 @@ async function runOne(mode: Mode, peers: number, timeoutMs: number): Promise<Run
     const program = await phase(
       { ...o, tag: 'join' },
       () => writeAll(kv, keys, peers, false),
-      (c) => c.routes >= peers && c.fdb >= peers,
+      (c, written) => (mode === 'control' ? written : c.routes >= peers && c.fdb >= peers),
       sample,
     );
     const rss = rssMiB(pid);
     const remove = await phase(
       { ...o, tag: 'leave' },
       () => writeAll(kv, keys, peers, true),
-      (c) => c.routes === 0 && c.fdb === 0,
+      (c, written) => (mode === 'control' ? written : c.routes === 0 && c.fdb === 0),
       sample,
     );
+    const logFile = process.env.CLUSTER_SCALE_AGENT_LOG;
+    if (logFile) writeFileSync(`${logFile}.${mode}.${peers}`, node.logs);
     return { mode, peers, program, remove, idleAdds, rssMiB: rss, peakRssMiB: peak };
   } finally {
     process.off('SIGINT', onSignal);
@@ -264,7 +291,7 @@ function svg(results: readonly RunResult[]): string {
   const [y0, y1] = [Math.min(...ys, -1), Math.max(...ys, 1.5)];
   const px = (x: number) => M + ((x - x0) / (x1 - x0)) * (W - 2 * M);
   const py = (y: number) => H - M - ((y - y0) / (y1 - y0)) * (H - 2 * M);
-  const colors: Record<Mode, string> = { current: '#1f77b4', legacy: '#d62728' };
+  const colors: Record<Mode, string> = { current: '#1f77b4', legacy: '#d62728', control: '#7f7f7f' };
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
@@ -316,15 +343,17 @@ async function main(): Promise<void> {
   };
   const current = counts(opt('--peers'), [100, 1000, 5000]);
   const legacy = counts(opt('--legacy-peers'), [100, 1000]);
+  const control = counts(opt('--control-peers'), [5000]);
   const timeoutMs = Number(opt('--timeout-s') ?? 60) * 1000;
   const results: RunResult[] = [];
   const plan: Array<[Mode, number]> = [
     ...current.map((n): [Mode, number] => ['current', n]),
     ...legacy.map((n): [Mode, number] => ['legacy', n]),
+    ...control.map((n): [Mode, number] => ['control', n]),
   ];
   for (const [mode, n] of plan) {
     process.stderr.write(`cluster-scale: ${mode}, ${n} peers\n`);
-    const r = await runOne(mode, n, timeoutMs);
+    const r = await runOne(mode, n, timeoutMs, !argv.includes('--etcd-on-disk'));
     results.push(r);
     process.stderr.write(`${table([r]).split('\n')[2]}\n`);
   }

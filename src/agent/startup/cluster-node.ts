@@ -5,7 +5,7 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises';
 import { InvalidConfigError } from '../../base/errors.js';
 import { registerNode } from '../../cluster/register.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../../cluster/store.js';
@@ -36,6 +36,10 @@ interface LeaseCache {
 
 const BACKOFF_MAX_MS = 5000;
 const RESYNC_MS = 5 * 60_000;
+/** Peers handed to the overlay at once; a batch of changes larger than this goes in slices. */
+const DELTA_SLICE = 128;
+/** The longest a slice of peer programming waits for CNI calls in flight to finish. */
+const CNI_FIRST_MAX_MS = 25;
 /** How often the programming loop looks at the store's health (a reconnect calls for a full converge). */
 const HEALTH_POLL_MS = 1000;
 
@@ -138,6 +142,7 @@ export class ClusterNode {
   #registered = false;
   #loop: Promise<void> = Promise.resolve();
   #programming: Promise<void> = Promise.resolve();
+  #cniBusy: (() => boolean) | undefined;
 
   constructor(o: ClusterNodeOptions, overlay: Overlay, record: NodeRecord) {
     this.#o = o;
@@ -311,13 +316,39 @@ export class ClusterNode {
     if (changes.put.length === 0 && changes.removed.length === 0) return;
     // The listener first: a new peer's CIDR is kept from masquerade before a route leads there.
     await this.#o.onPeers?.(this.#check.accepted);
-    this.#status = await this.#overlay.updatePeers(changes);
+    // In slices, with a turn of the event loop between them and CNI calls in flight let through
+    // first: a thousand peers' requests at once would hold up every CNI call for tens of milliseconds.
+    for (let i = 0; i < changes.put.length || i < changes.removed.length; i += DELTA_SLICE) {
+      if (i > 0) await setImmediatePromise();
+      await this.#letCniFirst();
+      this.#status = await this.#overlay.updatePeers({
+        put: changes.put.slice(i, i + DELTA_SLICE),
+        removed: changes.removed.slice(i, i + DELTA_SLICE),
+      });
+    }
     this.#o.log.info('peers programmed', {
       put: changes.put.length,
       removed: changes.removed.length,
       peers: this.#status.peers.length,
       names: [...changes.put.map((p) => p.name), ...changes.removed].slice(0, 10),
     });
+  }
+
+  /**
+   * CNI calls first: while one is in flight, the next slice waits (at most CNI_FIRST_MAX_MS, so a
+   * node that is never quiet still converges). A slice's kernel work contends with a call's own
+   * netlink requests for the kernel's rtnl lock and for the CPU.
+   */
+  async #letCniFirst(): Promise<void> {
+    const busy = this.#cniBusy;
+    if (!busy) return;
+    const until = Date.now() + CNI_FIRST_MAX_MS;
+    while (busy() && Date.now() < until && !this.#abort.signal.aborted) await sleep(1);
+  }
+
+  /** Tells the membership when CNI calls are in flight (the agent's scheduler), so they go first. */
+  yieldTo(cniBusy: () => boolean): void {
+    this.#cniBusy = cniBusy;
   }
 
   #reportRefused(refused: Array<{ name: string; reason: string }>): void {
