@@ -35,6 +35,8 @@ export interface PeerEntries {
 }
 
 type Table = 'routes' | 'neighs' | 'fdb';
+/** One owner (the usual case: no per-key map, less memory and garbage), or several. */
+type Owners = { name: string; value: string } | Map<string, string>;
 const TABLES: readonly Table[] = ['routes', 'neighs', 'fdb'];
 
 export interface PeerTableOptions {
@@ -60,8 +62,8 @@ function alreadyGone(err: KernelError): boolean {
 export class PeerTable {
   readonly #o: PeerTableOptions;
   readonly #peers = new Map<string, { peer: PeerNode; entries: PeerEntries }>();
-  /** Per table, per key: the value each owner wants. */
-  readonly #owners: Record<Table, Map<string, Map<string, string>>> = {
+  /** Per table, per key: the value its owner wants (a map only while several peers want the key). */
+  readonly #owners: Record<Table, Map<string, Owners>> = {
     routes: new Map(),
     neighs: new Map(),
     fdb: new Map(),
@@ -137,13 +139,20 @@ export class PeerTable {
     const entries = this.#o.entries(peer);
     this.#peers.set(peer.name, { peer, entries });
     for (const t of TABLES) {
+      const table = this.#owners[t];
       for (const [key, value] of entries[t]) {
-        let owners = this.#owners[t].get(key);
-        if (!owners) {
-          owners = new Map();
-          this.#owners[t].set(key, owners);
-        }
-        owners.set(peer.name, value);
+        const owners = table.get(key);
+        if (owners === undefined) table.set(key, { name: peer.name, value });
+        else if (owners instanceof Map) owners.set(peer.name, value);
+        else if (owners.name === peer.name) owners.value = value;
+        else
+          table.set(
+            key,
+            new Map([
+              [owners.name, owners.value],
+              [peer.name, value],
+            ]),
+          );
         touched[t].add(key);
       }
     }
@@ -155,10 +164,17 @@ export class PeerTable {
     if (!old) return;
     this.#peers.delete(name);
     for (const t of TABLES) {
+      const table = this.#owners[t];
       for (const key of old.entries[t].keys()) {
-        const owners = this.#owners[t].get(key);
-        owners?.delete(name);
-        if (owners?.size === 0) this.#owners[t].delete(key);
+        const owners = table.get(key);
+        if (owners instanceof Map) {
+          owners.delete(name);
+          const [only, more] = owners;
+          if (only === undefined) table.delete(key);
+          else if (more === undefined) table.set(key, { name: only[0], value: only[1] });
+        } else if (owners?.name === name) {
+          table.delete(key);
+        }
         touched[t].add(key);
       }
     }
@@ -166,7 +182,8 @@ export class PeerTable {
 
   #want(t: Table, key: string): string | undefined {
     const owners = this.#owners[t].get(key);
-    if (!owners) return undefined;
+    if (owners === undefined) return undefined;
+    if (!(owners instanceof Map)) return owners.value;
     let best: string | undefined;
     for (const name of owners.keys()) if (best === undefined || name < best) best = name;
     return best === undefined ? undefined : owners.get(best);
