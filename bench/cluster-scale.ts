@@ -315,6 +315,7 @@ function svg(results: readonly RunResult[]): string {
   const colors: Record<Mode, string> = { current: '#1f77b4', legacy: '#d62728', control: '#7f7f7f' };
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
+    '<title>podwire: time to program all peers against their number, current and previous peer programming</title>',
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<line x1="${M}" y1="${H - M}" x2="${W - M}" y2="${H - M}" stroke="black"/>`,
     `<line x1="${M}" y1="${M}" x2="${M}" y2="${H - M}" stroke="black"/>`,
@@ -340,6 +341,11 @@ function svg(results: readonly RunResult[]): string {
       `<text x="${M + 10}" y="${M + 14 + 16 * i}" fill="${colors[mode]}">${mode === 'current' ? 'delta + batches (issue 17)' : 'previous: full converge per change'}</text>`,
     );
   }
+  const unfinished = results.filter((r) => r.program.seconds === undefined);
+  for (const [i, r] of unfinished.entries())
+    parts.push(
+      `<text x="${W - M}" y="${M + 14 + 16 * i}" text-anchor="end" fill="${colors[r.mode]}">${r.mode === 'legacy' ? 'previous' : r.mode}, ${r.peers} peers: not done after the timeout</text>`,
+    );
   parts.push('</svg>');
   return parts.join('\n');
 }
