@@ -244,12 +244,14 @@ export class ClusterNode {
     const signal = this.#abort.signal;
     const resyncMs = this.#o.resyncMs ?? RESYNC_MS;
     let lastFull = Date.now();
-    let healthy = this.#o.store.health().ok;
+    let health = this.#o.store.health();
     let delay = 200;
     while (!signal.aborted) {
-      const ok = this.#o.store.health().ok;
-      if (ok && !healthy) this.#full = true; // back from an outage: events may have been missed
-      healthy = ok;
+      // Back from an outage (also one that began and ended between two looks: `since` moved while
+      // the store is healthy): events may have been missed.
+      const now = this.#o.store.health();
+      if (now.ok && (!health.ok || now.since.getTime() !== health.since.getTime())) this.#full = true;
+      health = now;
       if (Date.now() - lastFull >= resyncMs) this.#full = true;
       try {
         if (this.#full && this.#listed) {
