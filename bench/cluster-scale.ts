@@ -102,11 +102,17 @@ async function addLoop(node: TestNode, pods: string[], stop: () => boolean, tag:
     if (add.code !== 0) {
       // The agent was killed at the end of a phase that did not finish: the ADD can only fail.
       if (stop()) break;
-      throw new Error(`ADD failed: ${add.stdout} ${add.stderr}`);
+      // Reported, not fatal: the figures say how many ADDs there were.
+      process.stderr.write(
+        `cluster-scale: ${tag}: ADD ${containerId} failed: ${add.stdout.trim()} ${add.stderr.trim()}\n`,
+      );
+      await node.cni({ command: 'DEL', containerId, netns });
+      continue;
     }
     out.push(ms);
     const del = await node.cni({ command: 'DEL', containerId, netns });
-    if (del.code !== 0 && !stop()) throw new Error(`DEL failed: ${del.stdout} ${del.stderr}`);
+    if (del.code !== 0 && !stop())
+      process.stderr.write(`cluster-scale: ${tag}: DEL ${containerId} failed: ${del.stdout.trim()}\n`);
   }
   return out;
 }
@@ -131,10 +137,14 @@ async function phase(
   let finished = false;
   const t0 = performance.now();
   const adds = addLoop(o.node, o.pods, () => finished, o.tag);
+  // Never an unhandled rejection (it would end the process before the cleanup): a failed ADD loop
+  // fails the phase when it is awaited below.
+  adds.catch(() => undefined);
   let written = false;
   const writing = write().then(() => {
     written = true;
   });
+  writing.catch(() => undefined);
   let last = { routes: 0, fdb: 0 };
   let seconds: number | undefined;
   try {
