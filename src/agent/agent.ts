@@ -124,6 +124,7 @@ export class Agent {
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());
       const scheduler = new Scheduler(config.maxParallel, release);
+      cluster.node?.yieldTo(() => scheduler.inFlight > 0);
       const metrics = new CniMetrics();
       const dispatcher = new CniDispatcher(ctx, scheduler, metrics);
       if (config.metricsAddress) {

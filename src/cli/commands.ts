@@ -52,6 +52,7 @@ export const COMMANDS: Record<string, Command> = {
           registered: boolean;
           mode: string;
           overlay: { peers: string[]; skipped: Array<{ name: string; reason: string }> };
+          refused?: Array<{ name: string; reason: string }>;
         };
       };
       const dp = s.datapath.ready ? 'ready' : `NOT READY: ${s.datapath.reason}`;
@@ -63,6 +64,7 @@ export const COMMANDS: Record<string, Command> = {
             `traffic:      ${c.mode}`,
             `peers:        ${c.overlay.peers.length === 0 ? '(none)' : c.overlay.peers.join(', ')}`,
             ...c.overlay.skipped.map((k) => `  skipped:    ${k.name}: ${k.reason}`),
+            ...(c.refused ?? []).map((k) => `  refused:    ${k.name}: ${k.reason}`),
           ]
         : [];
       return [

@@ -92,5 +92,11 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       type: 'gauge',
       read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.status().health.ok ? 1 : 0 }] : []),
     },
+    {
+      name: 'podwire_peer_records_refused_total',
+      help: 'Peer node records refused before they became routes (CIDR outside clusterCIDRs, overlapping another node, covering an underlay address); absent on a single node.',
+      type: 'counter',
+      read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.refusedTotal }] : []),
+    },
   ];
 }

@@ -5,12 +5,13 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises';
 import { InvalidConfigError } from '../../base/errors.js';
 import { registerNode } from '../../cluster/register.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../../cluster/store.js';
 import type { Overlay, OverlayStatus } from '../../datapath/overlay/overlay.js';
 import type { Logger } from '../log.js';
+import { PeerCheck } from './peer-check.js';
 
 export interface ClusterNodeOptions {
   store: ClusterStore;
@@ -20,6 +21,12 @@ export interface ClusterNodeOptions {
   log: Logger;
   /** Told the peers at each change, before the overlay is (the egress masquerade's kept set). */
   onPeers?: (peers: readonly NodeRecord[]) => Promise<void>;
+  /** The cluster CIDRs when the node leases from them: every peer's pod CIDRs must lie inside. */
+  clusterCIDRs?: readonly string[];
+  /** How often the peers are converged in full as a safety net; default 5 minutes. */
+  resyncMs?: number;
+  /** Bench only (PODWIRE_BENCH_LEGACY_PEERS=1): every event converges all peers, as before issue 17. */
+  legacyPeerProgramming?: boolean;
 }
 
 interface LeaseCache {
@@ -28,6 +35,13 @@ interface LeaseCache {
 }
 
 const BACKOFF_MAX_MS = 5000;
+const RESYNC_MS = 5 * 60_000;
+/** Peers handed to the overlay at once; a batch of changes larger than this goes in slices. */
+const DELTA_SLICE = 128;
+/** The longest a slice of peer programming waits for CNI calls in flight to finish. */
+const CNI_FIRST_MAX_MS = 25;
+/** How often the programming loop looks at the store's health (a reconnect calls for a full converge). */
+const HEALTH_POLL_MS = 1000;
 
 /** Where the last known lease is kept: `<stateDir>/node-lease.json`. */
 function cachePath(stateDir: string): string {
@@ -100,6 +114,15 @@ async function recordedCIDRs(store: ClusterStore, nodeName: string, signal: Abor
   return stored.node.podCIDRs;
 }
 
+/**
+ * The membership. Two loops: the watch records each store event in `#peers` and in the pending
+ * changes, and never waits for the kernel; the programming loop takes all pending changes at once
+ * (the events that arrived while it was busy form one batch), checks the records (peer-check.ts) and
+ * hands the overlay only what changed (`updatePeers`). A full converge (`setPeers`) runs after every
+ * list (start, a watch restart), after the store comes back from an outage, every `resyncMs`, and
+ * after a failure. The overlay's requests go out in batches on a worker thread, so CNI calls are not
+ * held up behind a join of thousands of peers.
+ */
 export class ClusterNode {
   readonly #o: ClusterNodeOptions;
   readonly #overlay: Overlay;
@@ -107,19 +130,34 @@ export class ClusterNode {
   readonly #abort = new AbortController();
   /** Peers by name, as last seen in the store (never this node). */
   readonly #peers = new Map<string, NodeRecord>();
+  /** Changes not yet programmed: the record, or undefined when deleted. */
+  #pending = new Map<string, NodeRecord | undefined>();
+  /** A full converge is due (set by a list, a reconnect, the timer, a failure). */
+  #full = false;
+  /** Whether a list has filled `#peers` yet (no converge before it: it would remove every route). */
+  #listed = false;
+  #wake: (() => void) | undefined;
+  readonly #check: PeerCheck;
   #status: OverlayStatus = { peers: [], skipped: [] };
   #registered = false;
   #loop: Promise<void> = Promise.resolve();
+  #programming: Promise<void> = Promise.resolve();
+  #cniBusy: (() => boolean) | undefined;
 
   constructor(o: ClusterNodeOptions, overlay: Overlay, record: NodeRecord) {
     this.#o = o;
     this.#overlay = overlay;
     this.#record = record;
+    this.#check = new PeerCheck({
+      self: record,
+      ...(o.clusterCIDRs ? { clusterCIDRs: o.clusterCIDRs } : {}),
+    });
   }
 
   /** Registers the node record and follows the store, in the background, until `stop`. */
   start(): void {
     this.#loop = this.#run();
+    if (!this.#o.legacyPeerProgramming) this.#programming = this.#program();
   }
 
   get record(): NodeRecord {
@@ -131,12 +169,18 @@ export class ClusterNode {
     return [...this.#peers.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
+  /** Peer records refused since start (each refusal, or change of its reason, once). */
+  get refusedTotal(): number {
+    return this.#check.refusedTotal;
+  }
+
   status(): {
     store: string;
     health: StoreHealth;
     registered: boolean;
     mode: string;
     overlay: OverlayStatus;
+    refused: Array<{ name: string; reason: string }>;
   } {
     return {
       store: this.#o.store.description,
@@ -144,6 +188,7 @@ export class ClusterNode {
       registered: this.#registered,
       mode: this.#overlay.mode,
       overlay: this.#status,
+      refused: this.#check.refused,
     };
   }
 
@@ -163,13 +208,18 @@ export class ClusterNode {
         this.#peers.clear();
         for (const { node } of list.nodes)
           if (node.name !== this.#record.name) this.#peers.set(node.name, node);
-        await this.#apply();
+        this.#listed = true;
+        this.#full = true;
+        if (this.#o.legacyPeerProgramming) await this.#legacyApply();
+        this.#poke();
         for await (const ev of this.#o.store.watchNodes({ signal, since: list })) {
           delay = 200;
           if (ev.node.name === this.#record.name) continue;
           if (ev.type === 'put') this.#peers.set(ev.node.name, ev.node);
           else this.#peers.delete(ev.node.name);
-          await this.#apply();
+          this.#pending.set(ev.node.name, ev.type === 'put' ? ev.node : undefined);
+          if (this.#o.legacyPeerProgramming) await this.#legacyApply();
+          else this.#poke();
         }
       } catch (err) {
         if (signal.aborted) return;
@@ -183,19 +233,147 @@ export class ClusterNode {
     }
   }
 
-  async #apply(): Promise<void> {
-    const before = this.#status.peers.join(',');
+  #poke(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  /** The programming loop: deltas as changes come, a full converge when one is due. */
+  async #program(): Promise<void> {
+    const signal = this.#abort.signal;
+    const resyncMs = this.#o.resyncMs ?? RESYNC_MS;
+    let lastFull = Date.now();
+    let health = this.#o.store.health();
+    let delay = 200;
+    while (!signal.aborted) {
+      // Back from an outage (also one that began and ended between two looks: `since` moved while
+      // the store is healthy): events may have been missed.
+      const now = this.#o.store.health();
+      if (now.ok && (!health.ok || now.since.getTime() !== health.since.getTime())) this.#full = true;
+      health = now;
+      if (Date.now() - lastFull >= resyncMs) this.#full = true;
+      try {
+        if (this.#full && this.#listed) {
+          this.#full = false;
+          lastFull = Date.now();
+          await this.#converge();
+          delay = 200;
+          continue;
+        }
+        if (this.#pending.size > 0) {
+          await this.#delta();
+          delay = 200;
+          continue;
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#full = true;
+        this.#o.log.warn('peers not all programmed; a full converge follows', {
+          err: String(err),
+          retryMs: delay,
+        });
+        await sleep(delay, undefined, { signal }).catch(() => undefined);
+        delay = Math.min(delay * 2, BACKOFF_MAX_MS);
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const wake = (): void => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', wake);
+          this.#wake = undefined;
+          resolve();
+        };
+        const timer = setTimeout(
+          wake,
+          Math.min(HEALTH_POLL_MS, Math.max(0, lastFull + resyncMs - Date.now())),
+        );
+        signal.addEventListener('abort', wake);
+        this.#wake = wake;
+      });
+    }
+  }
+
+  async #converge(): Promise<void> {
+    this.#pending = new Map();
+    const changes = this.#check.reset(this.#peers.values());
+    this.#reportRefused(changes.refused);
+    const accepted = this.#check.accepted;
+    await this.#o.onPeers?.(accepted);
+    const before = this.#status.peers.length;
+    this.#status = await this.#overlay.setPeers(accepted);
+    this.#o.log.info('peers converged', {
+      peers: this.#status.peers.length,
+      before,
+      refused: this.#check.refused.length,
+      skipped: this.#status.skipped,
+    });
+  }
+
+  async #delta(): Promise<void> {
+    const pending = this.#pending;
+    this.#pending = new Map();
+    const changes = this.#check.update(pending);
+    this.#reportRefused(changes.refused);
+    if (changes.put.length === 0 && changes.removed.length === 0) return;
     // The listener first: a new peer's CIDR is kept from masquerade before a route leads there.
-    await this.#o.onPeers?.([...this.#peers.values()]);
-    this.#status = await this.#overlay.setPeers([...this.#peers.values()]);
+    await this.#o.onPeers?.(this.#check.accepted);
+    // In slices, with a turn of the event loop between them and CNI calls in flight let through
+    // first: a thousand peers' requests at once would hold up every CNI call for tens of milliseconds.
+    for (let i = 0; i < changes.put.length || i < changes.removed.length; i += DELTA_SLICE) {
+      if (i > 0) await setImmediatePromise();
+      await this.#letCniFirst();
+      this.#status = await this.#overlay.updatePeers({
+        put: changes.put.slice(i, i + DELTA_SLICE),
+        removed: changes.removed.slice(i, i + DELTA_SLICE),
+      });
+    }
+    this.#o.log.info('peers programmed', {
+      put: changes.put.length,
+      removed: changes.removed.length,
+      peers: this.#status.peers.length,
+      names: [...changes.put.map((p) => p.name), ...changes.removed].slice(0, 10),
+    });
+  }
+
+  /**
+   * CNI calls first: while one is in flight, the next slice waits (at most CNI_FIRST_MAX_MS, so a
+   * node that is never quiet still converges). A slice's kernel work contends with a call's own
+   * netlink requests for the kernel's rtnl lock and for the CPU.
+   */
+  async #letCniFirst(): Promise<void> {
+    const busy = this.#cniBusy;
+    if (!busy) return;
+    const until = Date.now() + CNI_FIRST_MAX_MS;
+    while (busy() && Date.now() < until && !this.#abort.signal.aborted) await sleep(1);
+  }
+
+  /** Tells the membership when CNI calls are in flight (the agent's scheduler), so they go first. */
+  yieldTo(cniBusy: () => boolean): void {
+    this.#cniBusy = cniBusy;
+  }
+
+  #reportRefused(refused: Array<{ name: string; reason: string }>): void {
+    for (const r of refused) this.#o.log.warn('peer record refused: no routes to it', r);
+  }
+
+  /** Before issue 17: every change converges all peers, on the watch's own turn (bench only). */
+  async #legacyApply(): Promise<void> {
+    this.#pending.clear();
+    const before = this.#status.peers.join(',');
+    const peers = [...this.#peers.values()];
+    await this.#o.onPeers?.(peers);
+    this.#status = await this.#overlay.setPeers(peers);
     if (this.#status.peers.join(',') !== before || this.#status.skipped.length > 0) {
-      this.#o.log.info('peers programmed', { peers: this.#status.peers, skipped: this.#status.skipped });
+      this.#o.log.info('peers programmed', { peers: this.#status.peers.length });
     }
   }
 
   async stop(): Promise<void> {
     this.#abort.abort();
+    this.#poke();
     await this.#loop;
+    await this.#programming;
     await this.#overlay.stop();
   }
 }

@@ -124,6 +124,8 @@ export async function startMembership(
   if (!opened.cluster) return { node: undefined, pools: undefined };
   const { settings: c, store, uplink } = opened.cluster;
   const { podCIDRs } = opened;
+  // Bench only: the peer programming of before issue 17, measured beside the current one.
+  const legacyPeerProgramming = process.env.PODWIRE_BENCH_LEGACY_PEERS === '1';
   const overlay =
     c.trafficMode === 'encap'
       ? new VxlanOverlay({
@@ -133,8 +135,14 @@ export async function startMembership(
           underlayIP: uplink.ip,
           uplinkMtu: uplink.mtu,
           podCIDRs,
+          legacyPeerProgramming,
         })
-      : new RoutedOverlay({ nl, uplinkIndex: underlayIndex ?? uplink.index, podCIDRs });
+      : new RoutedOverlay({
+          nl,
+          uplinkIndex: underlayIndex ?? uplink.index,
+          podCIDRs,
+          legacyPeerProgramming,
+        });
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.
@@ -145,7 +153,11 @@ export async function startMembership(
     ...(vtepMac && store.writable ? { vtepMac } : {}),
     ...(uplink.mac && store.writable ? { uplinkMac: uplink.mac } : {}),
   };
-  const options = membershipOptions(config, c, store, uplink.ip, log);
+  const options = {
+    ...membershipOptions(config, c, store, uplink.ip, log),
+    ...(c.pool ? { clusterCIDRs: c.pool.clusterCIDRs } : {}),
+    legacyPeerProgramming,
+  };
   const node = new ClusterNode(
     egress ? { ...options, onPeers: (peers) => egress.setPeers(peers) } : options,
     overlay,

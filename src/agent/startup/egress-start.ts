@@ -8,6 +8,7 @@
  * `noMasqueradeCIDRs`.
  */
 import { DatapathError } from '../../base/errors.js';
+import { isPrefix, parsePrefix, prefixContains } from '../../base/ip.js';
 import type { NodeRecord } from '../../cluster/store.js';
 import {
   EgressMasquerade,
@@ -45,7 +46,14 @@ export class EgressControl {
    * tries again.
    */
   async setPeers(peers: readonly NodeRecord[]): Promise<void> {
-    const keep = [...this.#fixed, ...peers.flatMap((p) => p.podCIDRs)];
+    // A peer CIDR inside a fixed one (the cluster CIDRs) changes nothing the kernel holds (the set
+    // merges intervals): leaving it out spares an `nft` run of the whole set per change in a join.
+    const fixed = this.#fixed.map((c) => parsePrefix(c)).filter(isPrefix);
+    const covered = (cidr: string): boolean => {
+      const p = parsePrefix(cidr);
+      return isPrefix(p) && fixed.some((f) => prefixContains(f, p));
+    };
+    const keep = [...this.#fixed, ...peers.flatMap((p) => p.podCIDRs).filter((c) => !covered(c))];
     const before = [...this.keep].sort().join(',');
     if ([...keep].sort().join(',') === before) return;
     try {

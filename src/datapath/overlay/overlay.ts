@@ -1,7 +1,9 @@
 /**
  * Cross-node pod traffic: how a node reaches the pod CIDRs of its peers. The agent hands an `Overlay`
- * the full list of peers whenever it changes (level-triggered: the overlay converges the kernel to
- * exactly that list, adding what is missing and removing what is no longer wanted).
+ * the full list of peers at start, after a store reconnect and periodically (`setPeers`, a full
+ * converge: the kernel is read and only what differs from exactly that list is changed), and in
+ * between each change of some peers (`updatePeers`, a delta: only the entries of those peers are
+ * touched), so programming costs what changed, not the size of the cluster.
  */
 
 /** A peer node as the cluster store records it. */
@@ -12,6 +14,12 @@ export interface PeerNode {
   podCIDRs: string[];
   /** MAC of the node's VXLAN device (encap mode). */
   vtepMac?: string;
+}
+
+/** A change of some peers: the new or changed records, and the names of the peers that are gone. */
+export interface PeerChanges {
+  put: readonly PeerNode[];
+  removed: readonly string[];
 }
 
 export interface OverlayStatus {
@@ -27,8 +35,14 @@ export interface Overlay {
   readonly overhead: number;
   /** Creates or adopts the local objects (the VXLAN device); returns this node's VTEP MAC if any. */
   start(): Promise<{ vtepMac?: string }>;
-  /** Converges routes (and neighbour/FDB entries) to exactly these peers. */
+  /**
+   * Converges routes (and neighbour/FDB entries) to exactly these peers: reads the kernel and changes
+   * only the entries that differ. Throws ERR_DATAPATH naming what the kernel refused, after trying
+   * everything else.
+   */
   setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus>;
+  /** Applies a change of some peers: only their entries are touched. Throws as `setPeers`. */
+  updatePeers(changes: PeerChanges): Promise<OverlayStatus>;
   /** Leaves the kernel state in place: pods keep talking across nodes while the agent is down. */
   stop(): Promise<void>;
 }

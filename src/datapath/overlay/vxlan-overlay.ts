@@ -8,11 +8,13 @@
  */
 import { createHash } from 'node:crypto';
 import { DatapathError } from '../../base/errors.js';
-import { formatIp, parsePrefixOrThrow } from '../../base/ip.js';
+import { formatIp, type Prefix, parsePrefixOrThrow } from '../../base/ip.js';
 import { localUnicastMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import type { Overlay, OverlayStatus, PeerNode } from './overlay.js';
-import { convergeRoutes, overlapsOwn, type PeerRoute } from './peer-routes.js';
+import { legacyVxlanSetPeers } from './legacy-converge.js';
+import type { Overlay, OverlayStatus, PeerChanges, PeerNode } from './overlay.js';
+import { overlapsOwn } from './peer-routes.js';
+import { type PeerEntries, PeerTable } from './peer-table.js';
 
 export const VXLAN_DEVICE = 'podwire-vxlan';
 export const VXLAN_VNI = 1;
@@ -27,6 +29,13 @@ export interface VxlanOverlayOptions {
   uplinkMtu: number;
   /** This node's pod CIDRs. */
   podCIDRs: readonly string[];
+  /** Bench only: the pre-issue-17 full converge on every change (legacy-converge.ts). */
+  legacyPeerProgramming?: boolean;
+}
+
+/** Every node derives its VTEP MAC from its name, so a peer's is known even when no record says it. */
+function macOf(p: PeerNode): string {
+  return p.vtepMac ?? vtepMacFor(p.name);
 }
 
 /** The network address of a CIDR, as text. */
@@ -52,9 +61,20 @@ export class VxlanOverlay implements Overlay {
   readonly #o: VxlanOverlayOptions;
   #index = 0;
 
+  readonly #own: Prefix[];
+  readonly #table: PeerTable;
+
   constructor(options: VxlanOverlayOptions) {
     this.#o = options;
     this.overhead = vxlanOverhead(options.underlayIP);
+    this.#own = options.podCIDRs.map((c) => parsePrefixOrThrow(c));
+    this.#table = new PeerTable({
+      nl: options.nl,
+      index: () => this.#index,
+      onlink: true,
+      ownsNeighbours: true,
+      entries: (p) => this.#entries(p),
+    });
   }
 
   /** Equivalent to: `ip link add podwire-vxlan type vxlan id 1 dstport 4789 local IP dev UPLINK nolearning`, addresses, up. */
@@ -100,41 +120,43 @@ export class VxlanOverlay implements Overlay {
   }
 
   async setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus> {
-    const nl = this.#o.nl;
-    const index = this.#index;
-    if (index === 0) throw new DatapathError('VXLAN overlay not started');
-    const status: OverlayStatus = { peers: [], skipped: [] };
-    const routes: PeerRoute[] = [];
-    const neighs = new Map<string, string>(); // peer network address -> VTEP MAC
-    const fdb = new Map<string, string>(); // VTEP MAC -> underlay IP
-    const own = this.#o.podCIDRs.map((c) => parsePrefixOrThrow(c));
-    for (const p of peers) {
-      // Every node derives its VTEP MAC from its name, so a peer's is known even when no record says it.
-      const mac = p.vtepMac ?? vtepMacFor(p.name);
-      for (const cidr of p.podCIDRs) {
-        const c = parsePrefixOrThrow(cidr);
-        if (overlapsOwn(c, own)) {
-          status.skipped.push({ name: p.name, reason: `${c.text}: overlaps this node's pod CIDRs` });
-          continue;
-        }
-        const net = formatIp(c.family, c.network);
-        routes.push({ dst: c.text, gateway: net, onlink: true });
-        neighs.set(net, mac);
+    if (this.#index === 0) throw new DatapathError('VXLAN overlay not started');
+    if (this.#o.legacyPeerProgramming) {
+      return legacyVxlanSetPeers(this.#o.nl, this.#index, this.#o.podCIDRs, peers, macOf);
+    }
+    return this.#done(await this.#table.converge(peers));
+  }
+
+  async updatePeers(changes: PeerChanges): Promise<OverlayStatus> {
+    if (this.#index === 0) throw new DatapathError('VXLAN overlay not started');
+    return this.#done(await this.#table.update(changes));
+  }
+
+  #done(errors: string[]): OverlayStatus {
+    if (errors.length > 0) {
+      throw new DatapathError(
+        `VXLAN peers: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`,
+      );
+    }
+    return this.#table.status();
+  }
+
+  /** Per peer CIDR a route via its network address (onlink) and a neighbour; per peer one FDB entry. */
+  #entries(p: PeerNode): PeerEntries {
+    const entries: PeerEntries = { routes: new Map(), neighs: new Map(), fdb: new Map(), skipped: [] };
+    const mac = macOf(p);
+    for (const cidr of p.podCIDRs) {
+      const c = parsePrefixOrThrow(cidr);
+      if (overlapsOwn(c, this.#own)) {
+        entries.skipped.push(`${c.text}: overlaps this node's pod CIDRs`);
+        continue;
       }
-      fdb.set(mac, p.underlayIP);
-      status.peers.push(p.name);
+      const net = formatIp(c.family, c.network);
+      entries.routes.set(c.text, net);
+      entries.neighs.set(net, mac);
     }
-    convergeRoutes(nl, index, routes);
-    for (const n of nl.neighbours({ index })) {
-      if (n.mac === undefined || neighs.get(n.address) !== n.mac)
-        nl.deleteNeigh({ index, address: n.address });
-    }
-    for (const [address, mac] of neighs) nl.setNeigh({ index, address, mac });
-    for (const e of nl.fdb({ index })) {
-      if (e.dst !== undefined && fdb.get(e.mac) !== e.dst) nl.deleteFdb({ index, mac: e.mac, dst: e.dst });
-    }
-    for (const [mac, dst] of fdb) nl.setFdb({ index, mac, dst });
-    return status;
+    entries.fdb.set(mac, p.underlayIP);
+    return entries;
   }
 
   async stop(): Promise<void> {

@@ -7,7 +7,7 @@ import { formatIpBytes, parseIpBytes } from '../../base/ip.js';
 import { formatMac, parseMac } from '../../base/mac.js';
 import { inetFamily, KernelError } from '../libc.js';
 import { decodeNeighBody, encodeNeighBody, fdbFromBody, ndMsg, neighFromBody } from './neigh-message.js';
-import type { NetlinkSocket } from './socket.js';
+import type { BatchRequest, NetlinkSocket } from './socket.js';
 import type { FdbEntry, FdbSpec, Neigh, NeighSpec } from './types.js';
 import { AF_BRIDGE, NTF_SELF, NUD_PERMANENT } from './uapi/neighbour.js';
 import { NLM_F_CREATE, NLM_F_REPLACE } from './uapi/netlink.js';
@@ -27,25 +27,34 @@ function deleted(run: () => void): boolean {
   }
 }
 
-/** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
-export function setNeigh(sock: NetlinkSocket, spec: NeighSpec): void {
+/** The request of `setNeigh`, for a batch. */
+export function setNeighRequest(spec: NeighSpec): BatchRequest {
   const ip = parseIpBytes(spec.address);
   const ndm = ndMsg({ family: inetFamily(ip.family), index: spec.index, state: NUD_PERMANENT });
-  sock.request(
-    R.RTM_NEWNEIGH,
-    CREATE_OR_REPLACE,
-    encodeNeighBody({ ndm, attrs: { dst: ip.bytes, lladdr: parseMac(spec.mac) } }),
-  );
+  const payload = encodeNeighBody({ ndm, attrs: { dst: ip.bytes, lladdr: parseMac(spec.mac) } });
+  return { type: R.RTM_NEWNEIGH, flags: CREATE_OR_REPLACE, payload };
+}
+
+/** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
+export function setNeigh(sock: NetlinkSocket, spec: NeighSpec): void {
+  const r = setNeighRequest(spec);
+  sock.request(r.type, r.flags, r.payload);
+}
+
+/** The request of `deleteNeigh`, for a batch (ENOENT when absent). */
+export function deleteNeighRequest(spec: { index: number; address: string }): BatchRequest {
+  const ip = parseIpBytes(spec.address);
+  const payload = encodeNeighBody({
+    ndm: ndMsg({ family: inetFamily(ip.family), index: spec.index }),
+    attrs: { dst: ip.bytes },
+  });
+  return { type: R.RTM_DELNEIGH, flags: 0, payload };
 }
 
 /** Equivalent to: `ip neigh del ADDRESS dev INDEX`. False when there is no such entry (ENOENT). */
 export function deleteNeigh(sock: NetlinkSocket, spec: { index: number; address: string }): boolean {
-  const ip = parseIpBytes(spec.address);
-  const body = encodeNeighBody({
-    ndm: ndMsg({ family: inetFamily(ip.family), index: spec.index }),
-    attrs: { dst: ip.bytes },
-  });
-  return deleted(() => sock.request(R.RTM_DELNEIGH, 0, body));
+  const r = deleteNeighRequest(spec);
+  return deleted(() => sock.request(r.type, r.flags, r.payload));
 }
 
 /** Equivalent to: `ip [-4|-6] neigh show nud all [dev INDEX]` (proxy entries excluded). */
@@ -63,11 +72,27 @@ export function neighbours(sock: NetlinkSocket, filter: { index?: number; family
     .filter((n) => filter.family === undefined || n.family === filter.family);
 }
 
-/** Equivalent to: `bridge fdb replace MAC dev INDEX dst IP self permanent`. */
-export function setFdb(sock: NetlinkSocket, spec: FdbSpec): void {
+/** The request of `setFdb`, for a batch. */
+export function setFdbRequest(spec: FdbSpec): BatchRequest {
   const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state: NUD_PERMANENT, flags: NTF_SELF });
   const attrs = { lladdr: parseMac(spec.mac), dst: parseIpBytes(spec.dst).bytes };
-  sock.request(R.RTM_NEWNEIGH, CREATE_OR_REPLACE, encodeNeighBody({ ndm, attrs }));
+  return { type: R.RTM_NEWNEIGH, flags: CREATE_OR_REPLACE, payload: encodeNeighBody({ ndm, attrs }) };
+}
+
+/** Equivalent to: `bridge fdb replace MAC dev INDEX dst IP self permanent`. */
+export function setFdb(sock: NetlinkSocket, spec: FdbSpec): void {
+  const r = setFdbRequest(spec);
+  sock.request(r.type, r.flags, r.payload);
+}
+
+/**
+ * The request of `bridge fdb del MAC dev INDEX dst IP self`, for a batch: unlike `deleteFdb` it does
+ * not look first (vxlan answers success, deleting nothing, when the MAC has no such remote).
+ */
+export function deleteFdbRequest(spec: { index: number; mac: string; dst: string }): BatchRequest {
+  const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state: NUD_PERMANENT, flags: NTF_SELF });
+  const attrs = { lladdr: parseMac(spec.mac), dst: parseIpBytes(spec.dst).bytes };
+  return { type: R.RTM_DELNEIGH, flags: 0, payload: encodeNeighBody({ ndm, attrs }) };
 }
 
 /**

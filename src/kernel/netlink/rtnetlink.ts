@@ -28,7 +28,7 @@ import {
   routeFromBody,
   rtMsg,
 } from './route-message.js';
-import { NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
+import { type BatchFailure, type BatchRequest, NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
 import type {
   Addr,
   AddressOptions,
@@ -415,6 +415,25 @@ export class Rtnetlink implements Disposable {
       .filter((r) => filter.oif === undefined || r.oif === filter.oif);
   }
 
+  /**
+   * Runs many requests with few syscalls: up to 128 per `sendmsg` and one ack wait per datagram
+   * (`NetlinkSocket.requestBatch`), on the least busy async socket when the client has them (the
+   * kernel's work then happens on a worker thread, never stalling the event loop), else on the
+   * synchronous one. Build the requests with the `...Request` functions (`routeAddRequest`, ...).
+   * Returns the refused requests; never throws for one of them.
+   */
+  async batch(requests: readonly BatchRequest[]): Promise<BatchFailure[]> {
+    if (requests.length === 0) return [];
+    if (this.#asyncSocks.length === 0) return this.#sock.requestBatch(requests, false);
+    const slot = this.#asyncSocks.reduce((a, b) => (b.queued < a.queued ? b : a));
+    slot.queued++;
+    try {
+      return await slot.sock.requestBatch(requests, true);
+    } finally {
+      slot.queued--;
+    }
+  }
+
   // Neighbours and forwarding database (neigh-ops.ts)
 
   /** Equivalent to: `ip neigh replace ADDRESS lladdr MAC dev INDEX nud permanent`. */
@@ -446,6 +465,16 @@ export class Rtnetlink implements Disposable {
   fdb(filter: { index?: number } = {}): FdbEntry[] {
     return NeighOps.fdb(this.#sock, filter);
   }
+}
+
+/** The request of `addRoute`, for a batch (EEXIST when a route to DST is there). */
+export function routeAddRequest(spec: RouteSpec): BatchRequest {
+  return { type: R.RTM_NEWROUTE, flags: CREATE, payload: routeBody(spec, false) };
+}
+
+/** The request of `deleteRoute`, for a batch (ESRCH when no route matches). */
+export function routeDeleteRequest(spec: RouteSpec): BatchRequest {
+  return { type: R.RTM_DELROUTE, flags: 0, payload: routeBody(spec, true) };
 }
 
 function addressBody(index: number, spec: AddressSpec, flags: number): Uint8Array {

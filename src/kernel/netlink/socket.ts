@@ -6,7 +6,7 @@
  */
 import { constants } from 'node:os';
 import * as libc from '../libc.js';
-import { decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr, type ExtAck } from './nlmsgerr.js';
 import * as N from './uapi/netlink.js';
@@ -18,6 +18,27 @@ export interface NetlinkSocketOptions {
   /** How often an interrupted dump (NLM_F_DUMP_INTR) is retried before failing with EINTR. Default 5. */
   dumpRetries?: number;
 }
+
+/** One request of a batch (`requestBatch`): the header flags besides NLM_F_REQUEST and NLM_F_ACK. */
+export interface BatchRequest {
+  type: number;
+  flags: number;
+  payload: Uint8Array;
+}
+
+/** A request of a batch the kernel refused: its position in the batch and the kernel's error. */
+export interface BatchFailure {
+  index: number;
+  error: libc.KernelError;
+}
+
+/**
+ * Bounds on one datagram of a batch. The kernel processes every message of a datagram inside the one
+ * `sendmsg`; only refused requests are answered before the final ack, so the receive queue holds at
+ * most one small error per message: 128 of them stay far below the default receive buffer.
+ */
+const BATCH_MAX_MESSAGES = 128;
+const BATCH_MAX_BYTES = 32 * 1024;
 
 const MSG_PEEK = 0x02;
 const MSG_TRUNC = 0x20;
@@ -142,6 +163,99 @@ export class NetlinkSocket implements Disposable {
       () => undefined,
     );
     return result;
+  }
+
+  /**
+   * Several requests per `sendmsg`: each datagram carries up to 128 of them (32 KiB), only its last
+   * one with NLM_F_ACK, so the kernel answers a datagram with one ack plus one error per refused
+   * request (netlink_rcv_skb acks a request without NLM_F_ACK only when it fails). Every request is
+   * tried whatever happens to the others; the refused ones are returned, never thrown. `sendAsync`
+   * runs each `sendto` (where rtnetlink does the work) on a worker thread, queued like `requestAsync`.
+   */
+  async requestBatch(requests: readonly BatchRequest[], sendAsync: boolean): Promise<BatchFailure[]> {
+    const failures: BatchFailure[] = [];
+    for (let start = 0; start < requests.length; ) {
+      let end = start;
+      let bytes = 0;
+      while (end < requests.length && end - start < BATCH_MAX_MESSAGES) {
+        const size = N.NLMSG_ALIGN(N.NLMSG_HDRLEN + (requests[end] as BatchRequest).payload.length);
+        if (end > start && bytes + size > BATCH_MAX_BYTES) break;
+        bytes += size;
+        end++;
+      }
+      const chunk = requests.slice(start, end);
+      const offset = start;
+      const run = () => this.#batchDatagram(chunk, offset, sendAsync);
+      if (sendAsync) {
+        const result = this.#asyncTail.then(run, run);
+        this.#asyncTail = result.then(
+          () => undefined,
+          () => undefined,
+        );
+        failures.push(...(await result));
+      } else {
+        failures.push(...(await run()));
+      }
+      start = end;
+    }
+    return failures;
+  }
+
+  async #batchDatagram(
+    chunk: readonly BatchRequest[],
+    offset: number,
+    sendAsync: boolean,
+  ): Promise<BatchFailure[]> {
+    const first = chunk[0];
+    if (first === undefined) return [];
+    const fd = this.#openFd(first.type);
+    const index = new Map<number, number>();
+    const parts: Uint8Array[] = [];
+    let lastSeq = 0;
+    for (const [i, r] of chunk.entries()) {
+      this.#seq = (this.#seq + 1) >>> 0;
+      lastSeq = this.#seq;
+      index.set(lastSeq, i);
+      const ack = i === chunk.length - 1 ? N.NLM_F_ACK : 0;
+      parts.push(
+        encodeMessage(
+          { type: r.type, flags: r.flags | N.NLM_F_REQUEST | ack, seq: lastSeq, pid: 0 },
+          r.payload,
+        ),
+      );
+    }
+    const msg = concatBytes(parts);
+    const buf = Buffer.from(msg.buffer, msg.byteOffset, msg.length);
+    let sent: number;
+    if (sendAsync) {
+      this.#inWorker++;
+      try {
+        sent = await libc.sendtoAsync(fd, buf, 0, this.#kernel);
+      } finally {
+        this.#inWorker--;
+        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
+          const pending = this.#closeWhenIdle;
+          this.#closeWhenIdle = -1;
+          libc.close(pending);
+        }
+      }
+    } else {
+      sent = libc.sendto(fd, buf, 0, this.#kernel);
+    }
+    if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
+    const failures: BatchFailure[] = [];
+    const deadline = Date.now() + this.#timeoutMs;
+    for (;;) {
+      for (const m of this.#receive(first.type, deadline)) {
+        const i = index.get(m.header.seq);
+        if (i === undefined || m.header.type !== N.NLMSG_ERROR) continue;
+        const e = decodeNlMsgErr(m);
+        const req = chunk[i] as BatchRequest;
+        if (e.error !== 0)
+          failures.push({ index: offset + i, error: errorFrom(req.type, e.error, e.extack) });
+        if (m.header.seq === lastSeq) return failures;
+      }
+    }
   }
 
   /** Sends a dump request (NLM_F_DUMP) and collects every message until NLMSG_DONE, retrying interrupted dumps. */
