@@ -2,7 +2,8 @@
  * I2 when a send fails: the packet socket of a frame whose send fails is closed at once, on the
  * synchronous path (`announceOnce`) and through the `Announcer`. The failure is real: the pod
  * interface is down, so the kernel refuses the frame (ENETDOWN). The baseline is the descriptor count
- * before the first send, with no warm-up round, so a single leaked socket shows.
+ * before the first send, with no warm-up round, so a single leaked socket shows. The last test brings
+ * the interface up: a send that succeeds closes its socket too.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync } from 'node:fs';
@@ -84,4 +85,24 @@ test('Announcer: a failing first round is reported through onError and leaves no
   await sleep(50);
   assert.equal(errors.length, 5, 'each pod reports its failed round once');
   assert.deepEqual(sockets(), baseline, 'no packet socket and no netns handle left open');
+});
+
+test('announceOnce: sends that succeed leave no socket open once closed settles', async () => {
+  await must('ip', ['-n', pod, 'link', 'set', 'eth1', 'up']);
+  await must('ip', ['-n', pod, 'link', 'set', 'eth0', 'up']);
+  using netns = NetnsHandle.open(netnsPath(pod));
+  const baseline = sockets();
+  for (let i = 0; i < 5; i++) {
+    const { sent, closed } = announceOnce({
+      netns,
+      home,
+      ifindex,
+      mac: '0a:58:0a:f4:00:07',
+      ipv4: '10.244.0.7',
+      ipv6: 'fd00::7',
+    });
+    assert.equal(sent, 2);
+    await closed;
+  }
+  assert.deepEqual(sockets(), baseline, 'every socket of a sent frame is closed');
 });

@@ -85,5 +85,6 @@ test('return: setns back lands in another namespace: the process exits 70', asyn
 });
 
 test('return: setns back fails: the process exits 70', async () => {
-  assertFatalExit(await runChild('return-fails'), /setns/i);
+  // The kernel's own error, not the inode check after it: each of the two guards must act alone.
+  assertFatalExit(await runChild('return-fails'), /setns: EINVAL/);
 });
