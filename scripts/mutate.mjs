@@ -36,7 +36,7 @@ const I4 = [
   'test/ipam/dir-sync.test.js',
   'test/agent/crash.test.js',
 ];
-const GC = ['test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
+const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
 
 /**
  * Each mutation: what it breaks, the literal edits of the compiled files (under dist/), and the tests
