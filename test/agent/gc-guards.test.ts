@@ -9,6 +9,9 @@
  *   veth not listed) and claims before reconcile lists the claims: judged again on its key, after
  *   the ADD, the veth is there and the claim is kept; without the re-check the live pod loses its
  *   address.
+ * - CNI GC's busy veths: a DEL that released the claim but has not yet deleted its veth (it does so
+ *   after answering, on the attachment's key) is in flight: GC, which lists links before claims,
+ *   sees a veth with no claim, and must leave it to the DEL.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -90,4 +93,26 @@ test('re-check: an ADD that starts after the listing of links keeps its claim', 
   );
   assert.deepEqual(await hostVeths(node.nodeNs), [hostVethName('gc-recheck', 'eth0')]);
   assert.equal((await node.cni({ command: 'DEL', containerId: 'gc-recheck', netns: pod })).code, 0);
+});
+
+test('CNI GC leaves alone the veth of a DEL in flight (claim released, veth not yet deleted)', async () => {
+  const pod = await node.addPod('gcdel');
+  const add = await node.cni({ command: 'ADD', containerId: 'gc-del', netns: pod });
+  assert.equal(add.code, 0, add.stdout);
+  const veth = hostVethName('gc-del', 'eth0');
+  node.setFault({ id: 'gcdel', op: 'store.release', nth: 1, when: 'hold-after' });
+  const del = node.cni({ command: 'DEL', containerId: 'gc-del', netns: pod });
+  try {
+    for (const deadline = Date.now() + 10_000; node.claims().length > 0; await sleep(20)) {
+      assert.ok(Date.now() < deadline, 'the DEL released the claim');
+    }
+    const gcOut = await within(node.cni({ command: 'GC', conf: { 'cni.dev/valid-attachments': [] } }), 5000);
+    assert.notEqual(gcOut, 'timeout', 'GC answered while the DEL was in flight');
+    assert.equal((gcOut as { code: number }).code, 0);
+    assert.ok((await hostVeths(node.nodeNs)).includes(veth), 'the DEL in flight still has its veth');
+  } finally {
+    node.setFault(undefined);
+  }
+  const out = await del;
+  assert.equal(out.code, 0, out.stdout);
 });
