@@ -36,6 +36,17 @@ const I4 = [
   'test/ipam/dir-sync.test.js',
   'test/agent/crash.test.js',
 ];
+/**
+ * The power cut in the qemu guest (scripts/vm-powercut.sh), on the mutated tree's guest program; 5
+ * cuts keep the run under 20 minutes (`npm run test:vm` makes 10).
+ */
+const POWERCUT = {
+  cmd: 'scripts/vm-powercut.sh',
+  env: {
+    PODWIRE_POWERCUT_GUEST: '.cache/mutate/dist/test/ipam/powercut-guest.js',
+    PODWIRE_POWERCUT_CYCLES: '5',
+  },
+};
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
 
 /**
@@ -74,12 +85,14 @@ const MUTATIONS = [
     what: 'I4: the fdatasync of a new claim file dropped',
     edits: [['src/ipam/fs-durable.js', 'await fh.datasync();', '']],
     tests: I4,
+    commands: [POWERCUT],
   },
   {
     id: 'i4-dir-fsync',
     what: 'I4: the directory fsync dropped',
     edits: [['src/ipam/fs-durable.js', '(fh) => fh.sync());', 'async () => undefined);']],
     tests: I4,
+    commands: [POWERCUT],
   },
   {
     id: 'i2-close-on-send-failure',
@@ -161,7 +174,29 @@ function build() {
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
 }
 
-function runTests(tests, env) {
+/** Runs the test files, then each command (from the repository root); fails if any fails. */
+async function runTests(tests, env, commands = []) {
+  const r = await runFiles(tests, env);
+  for (const c of commands) {
+    const started = Date.now();
+    const out = spawnSync(join(ROOT, c.cmd), [], {
+      cwd: ROOT,
+      env: { ...process.env, ...env, ...c.env },
+      encoding: 'utf8',
+      timeout: 15 * 60_000,
+    });
+    r.seconds += (Date.now() - started) / 1000;
+    r.out += out.stdout + out.stderr;
+    if (out.status !== 0) {
+      r.code = r.code || 1;
+      const last = (out.stdout + out.stderr).trim().split('\n').at(-1);
+      r.failed.push(`${c.cmd}: ${last}`);
+    }
+  }
+  return r;
+}
+
+function runFiles(tests, env) {
   const files = tests.map((t) => join(TREE, 'dist', t));
   return new Promise((resolvePromise) => {
     const started = Date.now();
@@ -212,7 +247,9 @@ async function main() {
   const chosen = MUTATIONS.filter((m) => !only || only.has(m.id));
   if (args.includes('--list')) {
     for (const m of MUTATIONS)
-      console.log(`${m.id.padEnd(28)} ${m.what}\n${''.padEnd(29)}tests: ${m.tests.join(' ')}`);
+      console.log(
+        `${m.id.padEnd(28)} ${m.what}\n${''.padEnd(29)}tests: ${[...m.tests, ...(m.commands ?? []).map((c) => c.cmd)].join(' ')}`,
+      );
     return;
   }
   if (process.getuid?.() !== 0) throw new Error('run as root: the tests use network namespaces');
@@ -220,12 +257,16 @@ async function main() {
   build();
   // Baseline: every test file involved, unmutated, once per distinct environment.
   const groups = new Map();
+  const commands = new Map();
   for (const m of chosen) {
     const key = JSON.stringify(m.env ?? {});
     groups.set(key, new Set([...(groups.get(key) ?? []), ...m.tests]));
+    for (const c of m.commands ?? []) commands.set(c.cmd, c);
   }
+  let first = true;
   for (const [env, tests] of groups) {
-    const r = await runTests([...tests], JSON.parse(env));
+    const r = await runTests([...tests], JSON.parse(env), first ? [...commands.values()] : []);
+    first = false;
     console.log(
       `baseline ${env === '{}' ? '' : `${env} `}(${r.seconds.toFixed(0)} s): ${r.code === 0 ? 'pass' : 'FAIL'}`,
     );
@@ -249,7 +290,7 @@ async function main() {
     }
     let r;
     try {
-      r = await runTests(m.tests, m.env ?? {});
+      r = await runTests(m.tests, m.env ?? {}, m.commands ?? []);
     } finally {
       undo();
     }

@@ -75,15 +75,17 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mount -t tmpfs run /host/run; mkdir -p /host/run/tmp /host/run/state
 mount -t ext4 /dev/vda /host/run/state || echo "POWERCUT NODISK"
+mkdir -p /host/run/log; mount -t 9p -o trans=virtio,version=9p2000.L pclog /host/run/log
 boot=\$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^pcboot=//p')
 mode=\$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^pcmode=//p')
-chroot /host /bin/sh -c "cd $repo && TMPDIR=/run/tmp node $guest /run/state/ipam \$boot \$mode"
+chroot /host /bin/sh -c "cd $repo && TMPDIR=/run/tmp node $guest /run/state/ipam \$boot /run/log/boot-\$boot.log \$mode"
 echo "POWERCUT EXIT \$?"
 poweroff -f
 EOF
 chmod +x "$init/init"
 (cd "$init" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
 
+mkdir -p "$work/log"
 disk=$work/state.img
 truncate -s 128M "$disk"
 mkfs.ext4 -q -F "$disk"
@@ -95,6 +97,7 @@ boot() {
     -append "console=ttyS0 loglevel=1 panic=-1 pcboot=$1 pcmode=$2" \
     -drive "file=$disk,if=virtio,format=raw,cache=none" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap \
+    -virtfs "local,path=$work/log,mount_tag=pclog,security_model=passthrough" \
     >"$3" 2>&1 &
   qemu_pid=$!
 }
@@ -110,7 +113,8 @@ wait_for() {
   return 1
 }
 
-lines() { tr -d '\r' < "$1" | grep -a '^POWERCUT ' || true; }
+# The guest's lines of boot N (from its log on the 9p share, never behind what it did).
+lines() { grep -a '^POWERCUT ' "$work/log/boot-$1.log" 2>/dev/null || true; }
 
 failures=0
 expected=$work/expected # claims answered and not released by the last boot
@@ -120,14 +124,14 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   mode=run
   [ "$cycle" -gt "$cycles" ] && mode=check
   boot "$cycle" "$mode" "$console"
-  if ! wait_for "$console" 'POWERCUT CHECKED' 300; then
+  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT CHECKED' 300; then
     echo "vm-powercut: boot $cycle did not check the store; its console:" >&2
     tr -d '\r' < "$console" | tail -30 >&2
     exit 1
   fi
   # What this boot found against what the last one answered.
-  held=$(lines "$console" | awk '$2 == "HELD" {print $3 " " $4}' | sort)
-  torn=$(lines "$console" | awk '$2 == "TORN" || $2 == "DUPLICATE"')
+  held=$(lines "$cycle" | awk '$2 == "HELD" {print $3 " " $4}' | sort)
+  torn=$(lines "$cycle" | awk '$2 == "TORN" || $2 == "DUPLICATE" || $2 == "LISTFAILED"')
   missing=$(comm -23 <(sort "$expected") <(echo "$held"))
   verdict=ok
   if [ -n "$torn" ] || [ -n "$missing" ]; then verdict=FAIL; failures=$((failures + 1)); fi
@@ -140,7 +144,7 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
     break
   fi
   # Let the claims run for a random 1-4 s, then cut the power.
-  if ! wait_for "$console" 'POWERCUT ANSWERED' 120; then
+  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT ANSWERED' 120; then
     echo "vm-powercut: boot $cycle answered no claim; its console:" >&2
     tr -d '\r' < "$console" | tail -30 >&2
     exit 1
@@ -150,14 +154,14 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   wait "$qemu_pid" 2>/dev/null || true
   qemu_pid=
   # Answered and not released by this boot, plus what earlier boots left that this one did not touch.
-  lines "$console" | awk '
+  lines "$cycle" | awk '
     $2 == "ANSWERED" { held[$3 " " $4] = 1 }
     $2 == "RELEASING" { delete held[$3 " " $4] }
     END { for (k in held) print k }' > "$work/answered"
   { echo "$held"; cat "$work/answered"; } | grep . | sort -u > "$expected.new"
   # Released (or being released) by this boot: not expected any more; a release lost to the cut is
   # allowed (releases are not fsynced; reconcile repairs them, store.ts).
-  lines "$console" | awk '$2 == "RELEASING" {print $3 " " $4}' | sort > "$work/released"
+  lines "$cycle" | awk '$2 == "RELEASING" {print $3 " " $4}' | sort > "$work/released"
   comm -23 "$expected.new" "$work/released" > "$expected"
 done
 echo "vm-powercut: $cycles cuts, $failures boots found a torn, duplicate or lost claim"

@@ -7,10 +7,13 @@
  * file (empty or not a record). Then, unless told `check`, it claims and releases addresses with
  * `FileStore`, printing `ANSWERED` only once a claim has resolved (the point where the agent would
  * answer ADD), and `RELEASING` before a release starts (from then on the claim may be gone). The host compares each boot's claims with the
- * previous boot's answers. Lines start with `POWERCUT ` so kernel messages on the console are ignored.
+ * previous boot's answers. The lines go to LOG_FILE, on a 9p share of the host: a write there returns
+ * once the host has it, so a line is never behind what it reports (the serial console would be: its
+ * buffer dies with the guest). Each line starts with `POWERCUT `.
  *
- *   node powercut-guest.js STATE_DIR BOOT_ID [check]
+ *   node powercut-guest.js STATE_DIR BOOT_ID LOG_FILE [check]
  */
+import { openSync, writeSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,9 +22,12 @@ import { FileStore } from '../../src/ipam/file-store.js';
 import { asRecord } from '../../src/ipam/store.js';
 
 const RANGE = '10.77.0.0/16';
-const [dir, bootId, mode] = process.argv.slice(2);
-if (!dir || !bootId) throw new Error('usage: STATE_DIR BOOT_ID [check]');
-const say = (line: string) => process.stdout.write(`POWERCUT ${line}\n`);
+const [dir, bootId, logFile, mode] = process.argv.slice(2);
+if (!dir || !bootId || !logFile) throw new Error('usage: STATE_DIR BOOT_ID LOG_FILE [check]');
+const log = openSync(logFile, 'a');
+const say = (line: string) => {
+  writeSync(log, `POWERCUT ${line}\n`);
+};
 
 const store = await FileStore.open(dir);
 const rangeDir = join(dir, rangeDirName(RANGE));
@@ -37,7 +43,11 @@ for (const name of names) {
   }
   if (rec === undefined) say(`TORN ${name} ${JSON.stringify(text.slice(0, 60))}`);
 }
-const held = await store.list(RANGE);
+// What reconcile reads; a torn file makes the whole listing fail (said above, and here).
+const held = await store.list(RANGE).catch((err: unknown) => {
+  say(`LISTFAILED ${JSON.stringify(String(err))}`);
+  return [];
+});
 for (const c of held) say(`HELD ${c.ip} ${c.rec.containerId}`);
 const owners = new Map<string, number>();
 for (const c of held) owners.set(c.rec.containerId, (owners.get(c.rec.containerId) ?? 0) + 1);
