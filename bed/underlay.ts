@@ -11,6 +11,8 @@ import { NamespaceSet, NETNS_DIR } from './namespaces.js';
 /** Test-only underlay subnet; traffic to it never leaves the bed's namespaces. */
 export const UNDERLAY_PREFIX = '172.30.0';
 export const UNDERLAY_BRIDGE = 'ul0';
+/** The underlay bridge's own MAC (locally administered), set at setup and never changed. */
+export const UNDERLAY_BRIDGE_MAC = '02:00:ac:1e:00:fe';
 
 /**
  * Equivalent to: `ip netns exec NS ethtool -K IFNAME tx off`. A NIC puts frames on the wire with
@@ -40,6 +42,12 @@ export class Underlay {
     this.ns = await this.spaces.add('underlay');
     await must('ip', ['-n', this.ns, 'link', 'set', 'lo', 'up']);
     await must('ip', ['-n', this.ns, 'link', 'add', UNDERLAY_BRIDGE, 'type', 'bridge']);
+    // A fixed MAC: left to itself a Linux bridge takes the lowest MAC of its ports, so it changed each
+    // time a port came or went (a node, the VLAN router's trunk, a plain host), without a gratuitous
+    // ARP. Every node kept the old MAC for etcd's address (this bridge's) in its neighbour cache and
+    // sent its etcd requests to a MAC nobody had until the entry expired: the bridged-node etcd
+    // stall, an 8 s timeout (107) right after a port left (issue 16).
+    await must('ip', ['-n', this.ns, 'link', 'set', UNDERLAY_BRIDGE, 'address', UNDERLAY_BRIDGE_MAC]);
     await must('ip', ['-n', this.ns, 'addr', 'add', `${UNDERLAY_PREFIX}.254/24`, 'dev', UNDERLAY_BRIDGE]);
     await must('ip', ['-n', this.ns, 'link', 'set', UNDERLAY_BRIDGE, 'up']);
     txChecksumOff(this.ns, UNDERLAY_BRIDGE);

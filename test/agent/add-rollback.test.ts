@@ -17,6 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { settledHostVeths } from '../../bed/inspect.js';
 import { resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
+import { reportOvsSkip } from '../datapath/ovs-skip.js';
 import { FaultNode } from './fault/fault-node.js';
 import { type Fault, INJECTED } from './fault/fault-plan.js';
 import { type NodeState, reaches, stateOf } from './fault/node-state.js';
@@ -66,6 +67,7 @@ const datapaths: Array<'linux-bridge' | 'ovs'> = [
   ...(ovsAvailable() ? ['ovs' as const] : []),
 ];
 
+reportOvsSkip('ADD rollback');
 for (const datapath of datapaths) {
   describe(`ADD rollback with injected faults (${datapath})`, () => {
     const node = new FaultNode({ datapath, podCIDRs: [V4, V6] });

@@ -16,6 +16,7 @@ import { resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { Underlay } from '../../bed/underlay.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
+import { reportOvsSkip } from '../datapath/ovs-skip.js';
 import { FaultNode } from './fault/fault-node.js';
 import { type Fault, INJECTED } from './fault/fault-plan.js';
 import { type NodeState, stateOf } from './fault/node-state.js';
@@ -46,6 +47,7 @@ const datapaths: Array<'linux-bridge' | 'ovs'> = [
   ...(ovsAvailable() ? ['ovs' as const] : []),
 ];
 
+reportOvsSkip('pool ADD rollback');
 for (const datapath of datapaths) {
   describe(`pool pod ADD rollback with injected faults (${datapath})`, () => {
     const underlay = new Underlay();

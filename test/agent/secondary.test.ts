@@ -33,6 +33,7 @@ import { netnsPath } from '../../bed/namespaces.js';
 import { type CniOutcome, resultIps, TestNode } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { hostVethName } from '../../src/agent/cni/host-veth.js';
+import { reportOvsSkip } from '../datapath/ovs-skip.js';
 
 const POD_CIDR = '10.244.27.0/24';
 const POD_CIDR6 = 'fd00:10:244:27::/64';
@@ -51,6 +52,7 @@ const DATAPATHS = (
   process.env.PODWIRE_SECONDARY_DATAPATHS ?? (ovsAvailable() ? 'linux-bridge,ovs' : 'linux-bridge')
 ).split(',') as Array<'linux-bridge' | 'ovs'>;
 
+reportOvsSkip('secondary networks');
 for (const datapath of DATAPATHS) {
   const node = new TestNode({ podCIDRs: [POD_CIDR, POD_CIDR6], datapath });
   const hostLocalDir = join(node.dir, 'host-local');

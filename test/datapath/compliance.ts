@@ -265,7 +265,7 @@ export function datapathCompliance(
       env.nl.deleteLinkByName(p.hostIfname);
     });
 
-    test('the gateway never announces another address (arp_announce=1)', async () => {
+    test('the node forwards between pods and the outside once started (ip_forward=1)', async () => {
       const dp = make(env);
       await dp.start();
       const out = await must('ip', ['netns', 'exec', env.nodeNs, 'sysctl', '-n', 'net.ipv4.ip_forward']);

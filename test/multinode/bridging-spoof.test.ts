@@ -22,6 +22,7 @@ import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { podMacOf } from '../datapath/ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from '../datapath/ovs/scapy-sender.js';
+import { reportOvsSkip } from '../datapath/ovs-skip.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 const DATAPATHS = (
@@ -77,6 +78,7 @@ async function neighMac(ns: string, ip: string): Promise<string | undefined> {
   return n[0]?.lladdr?.toLowerCase();
 }
 
+reportOvsSkip('bridging spoof');
 for (const datapath of DATAPATHS) {
   describe(`bridging mode, a pod claiming its node's underlay IP: ${datapath}`, {
     skip: !scapyAvailable() && 'python3-scapy is not installed',

@@ -20,6 +20,7 @@ import { PEER_SERVER, peerSeenBy, TcpServers } from '../../bed/traffic.js';
 import type { UnderlayNode } from '../../bed/underlay.js';
 import { EGRESS_NAT_TABLE, readEgressTable } from '../../src/datapath/egress-masquerade.js';
 import { nftIn } from '../../src/kernel/nft.js';
+import { reportOvsSkip } from '../datapath/ovs-skip.js';
 
 /** Both datapaths where OVS is installed; `PODWIRE_EGRESS_DATAPATHS=ovs` (say) picks. */
 const DATAPATHS = (
@@ -59,6 +60,7 @@ async function restartWith(m: ClusterMember, changes: Record<string, unknown>): 
   await m.node.startAgent();
 }
 
+reportOvsSkip('egress masquerade');
 for (const datapath of DATAPATHS) {
   describe(`egress masquerade, ${datapath}`, () => {
     const cluster = new TestCluster({

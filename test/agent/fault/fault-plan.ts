@@ -6,9 +6,14 @@
  * completes, then the wrapper fails (the step happened, its caller hears an error).
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PodwireError } from '../../../src/base/errors.js';
 
-export type FaultWhen = 'before' | 'after';
+/**
+ * `hold` / `hold-after`: the call waits (before it reaches the real object, or after it took effect)
+ * until the plan no longer names this op: a gate that keeps a call in flight at a chosen step.
+ */
+export type FaultWhen = 'before' | 'after' | 'hold' | 'hold-after';
 
 export interface Fault {
   /** A new id restarts the call count. */
@@ -59,12 +64,21 @@ export class FaultPlan {
     return faults.find((f) => f.nth === n)?.when;
   }
 
-  /** Runs `call` through the plan: fails before it, after it, or not at all. */
+  /** Runs `call` through the plan: fails before it, after it, holds it, or not at all. */
   async wrap<T>(op: string, code: 'ERR_DATAPATH' | 'ERR_STORE', call: () => Promise<T>): Promise<T> {
     const when = this.enter(op);
     if (when === 'before') throw new PodwireError(code, `${INJECTED}: ${op} (before)`);
+    if (when === 'hold') await this.#released(op);
     const out = await call();
     if (when === 'after') throw new PodwireError(code, `${INJECTED}: ${op} (after it took effect)`);
+    if (when === 'hold-after') await this.#released(op);
     return out;
+  }
+
+  /** Resolves once the plan no longer holds `op` (the test rewrote or removed the fault). */
+  async #released(op: string): Promise<void> {
+    while (this.#current().some((f) => f.op === op && (f.when === 'hold' || f.when === 'hold-after'))) {
+      await sleep(20);
+    }
   }
 }

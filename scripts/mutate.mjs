@@ -1,0 +1,312 @@
+#!/usr/bin/env node
+/**
+ * `npm run mutate`: breaks each safety mechanism on purpose, one at a time, in a scratch copy of the
+ * built tree (.cache/mutate), runs the tests that claim to cover it, and prints whether they caught it
+ * (a test failed) or not (a survivor: work for the tests). Not part of `npm test`.
+ *
+ * The copy is compiled once from the working tree; each mutation is a literal edit of the compiled
+ * JavaScript (the find text must occur exactly once, so a mutation that no longer applies is reported,
+ * never silently skipped), undone before the next. First the tests run unmutated: a baseline failure
+ * would make every "caught" meaningless, so it stops the run.
+ *
+ *   node scripts/mutate.mjs [--only ID[,ID]] [--list]
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+
+const ROOT = resolve(dirname(new URL(import.meta.url).pathname), '..');
+const TREE = join(ROOT, '.cache/mutate');
+/** One test file's time limit; a hang counts as caught only if the test itself fails on it. */
+const FILE_TIMEOUT_MS = 240_000;
+
+const I1 = ['test/kernel/netns-faults.test.js', 'test/kernel/netns.test.js'];
+const I4 = [
+  'test/ipam/file-store.test.js',
+  'test/ipam/file-store-crash.test.js',
+  'test/ipam/dir-sync.test.js',
+  'test/agent/crash.test.js',
+];
+/**
+ * The power cut in the qemu guest (scripts/vm-powercut.sh), on the mutated tree's guest program; 5
+ * cuts keep the run under 20 minutes (`npm run test:vm` makes 10).
+ */
+const POWERCUT = {
+  cmd: 'scripts/vm-powercut.sh',
+  env: {
+    PODWIRE_POWERCUT_GUEST: '.cache/mutate/dist/test/ipam/powercut-guest.js',
+    PODWIRE_POWERCUT_CYCLES: '5',
+  },
+};
+const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
+
+/**
+ * Each mutation: what it breaks, the literal edits of the compiled files (under dist/), and the tests
+ * that should catch it. `env` is added to the tests' environment.
+ */
+const MUTATIONS = [
+  {
+    id: 'i1-entry-check',
+    what: 'I1: no check of the thread namespace on entry to inNetns',
+    edits: [['src/kernel/netns.js', 'if (!sameNetns(before, home.id)) {', 'if (false) {']],
+    tests: I1,
+  },
+  {
+    id: 'i1-inside-check',
+    what: 'I1: no check that setns landed in the target',
+    edits: [['src/kernel/netns.js', 'if (!sameNetns(inside, target.id)) {', 'if (false) {']],
+    tests: I1,
+  },
+  {
+    id: 'i1-return-check',
+    what: 'I1: no check of the namespace after setns back home',
+    edits: [['src/kernel/netns.js', 'if (!sameNetns(currentNetnsId(), home.id)) {', 'if (false) {']],
+    tests: I1,
+  },
+  {
+    id: 'i1-return-setns-error',
+    what: 'I1: a failed setns back home is ignored',
+    edits: [
+      ['src/kernel/netns.js', 'catch (err) {\n        onReturnFailure(err);\n    }', 'catch (err) {\n    }'],
+    ],
+    tests: I1,
+  },
+  {
+    id: 'i4-fdatasync',
+    what: 'I4: the fdatasync of a new claim file dropped',
+    edits: [['src/ipam/fs-durable.js', 'await fh.datasync();', '']],
+    tests: I4,
+    commands: [POWERCUT],
+  },
+  {
+    id: 'i4-dir-fsync',
+    what: 'I4: the directory fsync dropped',
+    edits: [['src/ipam/fs-durable.js', '(fh) => fh.sync());', 'async () => undefined);']],
+    tests: I4,
+    commands: [POWERCUT],
+  },
+  {
+    id: 'i2-close-on-send-failure',
+    what: 'I2: packet socket not closed when a send fails',
+    edits: [
+      [
+        'src/arp/announcer.js',
+        'catch (err) {\n        sock.close();\n        throw err;',
+        'catch (err) {\n        throw err;',
+      ],
+    ],
+    tests: ['test/arp/announcer-send-failure.test.js', 'test/agent/announce.test.js'],
+  },
+  {
+    id: 'i2-close-after-send',
+    what: 'I2: packet socket not closed after a successful send',
+    edits: [['src/arp/announcer.js', 'return sock.closeAsync();', 'return Promise.resolve();']],
+    tests: ['test/arp/announcer-send-failure.test.js', 'test/agent/announce.test.js'],
+  },
+  {
+    id: 'i5-arp-announce',
+    what: 'I5: arp_announce=0 on the gateway instead of 1',
+    edits: [['src/datapath/gateway.js', "'arp_announce'), '1');", "'arp_announce'), '0');"]],
+    tests: ['test/agent/arp-announce.test.js', 'test/agent/announce.test.js'],
+  },
+  {
+    id: 'i5-lb-both-arp-defences',
+    what: 'I5: both Linux-bridge ARP defences removed (arp_announce=0 and no gateway ARP guard)',
+    edits: [
+      ['src/datapath/gateway.js', "'arp_announce'), '1');", "'arp_announce'), '0');"],
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'await installGatewayArpGuard(nft, { bridge, mac, ipv4s });',
+        '',
+      ],
+    ],
+    tests: ['test/agent/arp-announce.test.js', 'test/multinode/bridging.test.js'],
+    env: { PODWIRE_BRIDGING_DATAPATHS: 'linux-bridge' },
+  },
+  {
+    id: 'gc-reconcile-busy-skip',
+    what: "GC: reconcile's skip of keys with calls in flight removed",
+    edits: [['src/agent/cni/reconcile.js', 'if (busy.has(key)) {', 'if (false) {']],
+    tests: GC,
+  },
+  {
+    id: 'gc-reconcile-recheck',
+    what: "GC: reconcile's re-check of the veth on the attachment's key removed",
+    edits: [
+      ['src/agent/cni/reconcile.js', 'if (ctx.nl.linkByName(name))\n                    return false;', ''],
+    ],
+    tests: GC,
+  },
+  {
+    id: 'gc-cni-busy-veth-skip',
+    what: "GC: CNI GC's skip of veths whose key has a call in flight removed",
+    edits: [['src/agent/cni/cmd-gc.js', 'busyVeths.has(name) ||', '']],
+    tests: GC,
+  },
+];
+
+function build() {
+  rmSync(TREE, { recursive: true, force: true });
+  mkdirSync(join(TREE, 'bin'), { recursive: true });
+  const tsc = spawnSync(
+    join(ROOT, 'node_modules/.bin/tsc'),
+    ['-p', join(ROOT, 'tsconfig.json'), '--outDir', join(TREE, 'dist')],
+    {
+      stdio: 'inherit',
+    },
+  );
+  if (tsc.status !== 0) throw new Error('tsc failed');
+  // bin/podwire finds dist/ beside its own directory: a copy, not a link, so it runs the mutated tree.
+  for (const f of ['podwire', 'podwire-cni']) copyFileSync(join(ROOT, 'bin', f), join(TREE, 'bin', f));
+  spawnSync('chmod', ['+x', join(TREE, 'bin/podwire'), join(TREE, 'bin/podwire-cni')]);
+  copyFileSync(join(ROOT, 'package.json'), join(TREE, 'package.json'));
+  symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
+  if (existsSync(join(ROOT, 'config')))
+    cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
+}
+
+/** Runs the test files, then each command (from the repository root); fails if any fails. */
+async function runTests(tests, env, commands = []) {
+  const r = await runFiles(tests, env);
+  for (const c of commands) {
+    const started = Date.now();
+    const out = spawnSync(join(ROOT, c.cmd), [], {
+      cwd: ROOT,
+      env: { ...process.env, ...env, ...c.env },
+      encoding: 'utf8',
+      timeout: 15 * 60_000,
+    });
+    r.seconds += (Date.now() - started) / 1000;
+    r.out += out.stdout + out.stderr;
+    if (out.status !== 0) {
+      r.code = r.code || 1;
+      const last = (out.stdout + out.stderr).trim().split('\n').at(-1);
+      r.failed.push(`${c.cmd}: ${last}`);
+    }
+  }
+  return r;
+}
+
+function runFiles(tests, env) {
+  const files = tests.map((t) => join(TREE, 'dist', t));
+  return new Promise((resolvePromise) => {
+    const started = Date.now();
+    const child = spawn(process.execPath, ['--test', '--test-concurrency=1', ...files], {
+      cwd: TREE,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGTERM'), FILE_TIMEOUT_MS * files.length);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      const failed = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
+      const skipped = [...out.matchAll(/^\s*ok \d+ - (.*) # SKIP(.*)$/gm)].map((m) => `${m[1]}:${m[2]}`);
+      resolvePromise({ code, failed, skipped, seconds: (Date.now() - started) / 1000, out });
+    });
+  });
+}
+
+function apply(m) {
+  const saved = [];
+  for (const [file, find, replace] of m.edits) {
+    const path = join(TREE, 'dist', file);
+    const text = readFileSync(path, 'utf8');
+    const count = text.split(find).length - 1;
+    if (count !== 1) {
+      for (const [p, t] of saved) writeFileSync(p, t);
+      throw new Error(`${m.id}: ${JSON.stringify(find)} occurs ${count} times in ${file}`);
+    }
+    saved.push([path, text]);
+    writeFileSync(path, text.replace(find, replace));
+  }
+  return () => {
+    for (const [p, t] of saved) writeFileSync(p, t);
+  };
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const onlyAt = args.indexOf('--only');
+  const only = onlyAt >= 0 ? new Set((args[onlyAt + 1] ?? '').split(',')) : undefined;
+  const chosen = MUTATIONS.filter((m) => !only || only.has(m.id));
+  if (args.includes('--list')) {
+    for (const m of MUTATIONS)
+      console.log(
+        `${m.id.padEnd(28)} ${m.what}\n${''.padEnd(29)}tests: ${[...m.tests, ...(m.commands ?? []).map((c) => c.cmd)].join(' ')}`,
+      );
+    return;
+  }
+  if (process.getuid?.() !== 0) throw new Error('run as root: the tests use network namespaces');
+  const t0 = Date.now();
+  build();
+  // Baseline: every test file involved, unmutated, once per distinct environment.
+  const groups = new Map();
+  const commands = new Map();
+  for (const m of chosen) {
+    const key = JSON.stringify(m.env ?? {});
+    groups.set(key, new Set([...(groups.get(key) ?? []), ...m.tests]));
+    for (const c of m.commands ?? []) commands.set(c.cmd, c);
+  }
+  let first = true;
+  for (const [env, tests] of groups) {
+    const r = await runTests([...tests], JSON.parse(env), first ? [...commands.values()] : []);
+    first = false;
+    console.log(
+      `baseline ${env === '{}' ? '' : `${env} `}(${r.seconds.toFixed(0)} s): ${r.code === 0 ? 'pass' : 'FAIL'}`,
+    );
+    for (const s of r.skipped) console.log(`  skipped: ${s}`);
+    if (r.code !== 0) {
+      console.log(r.out.slice(-4000));
+      console.log(`baseline fails: ${r.failed.join('; ')}; no mutation run`);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  const rows = [];
+  for (const m of chosen) {
+    let undo;
+    try {
+      undo = apply(m);
+    } catch (err) {
+      rows.push({ m, verdict: 'NOT APPLIED', detail: err.message, seconds: 0 });
+      console.log(`${m.id}: NOT APPLIED (${err.message})`);
+      continue;
+    }
+    let r;
+    try {
+      r = await runTests(m.tests, m.env ?? {}, m.commands ?? []);
+    } finally {
+      undo();
+    }
+    const caught = r.code !== 0;
+    const detail = caught ? r.failed.slice(0, 3).join('; ') : 'every test passed';
+    rows.push({ m, verdict: caught ? 'caught' : 'SURVIVED', detail, seconds: r.seconds });
+    console.log(`${m.id}: ${caught ? 'caught' : 'SURVIVED'} (${r.seconds.toFixed(0)} s) ${detail}`);
+  }
+  console.log('\nmutation                       result     by');
+  for (const { m, verdict, detail } of rows)
+    console.log(`${m.id.padEnd(30)} ${verdict.padEnd(10)} ${detail}`);
+  const survivors = rows.filter((r) => r.verdict !== 'caught');
+  console.log(
+    `\n${rows.length} mutations, ${rows.length - survivors.length} caught, ${survivors.length} not caught; ${((Date.now() - t0) / 60000).toFixed(1)} min`,
+  );
+  if (survivors.length > 0) process.exitCode = 1;
+}
+
+await main();
