@@ -13,6 +13,7 @@ import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { DEFAULT_CONFIG, parseAgentConfig } from '../../src/agent/config.js';
+import { DEFAULT_HEALTH_ADDRESS } from '../../src/agent/ops/health-server.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import {
   container,
@@ -119,10 +120,13 @@ describe('deploy/ against podwire', () => {
     assert.deepEqual(bandwidth?.capabilities, { bandwidth: true });
   });
 
-  test('the agent runs `podwire agent --config /etc/podwire/agent.yaml`, privileged, with a readiness probe', () => {
+  test('the agent runs `podwire agent --config /etc/podwire/agent.yaml`, privileged, probed on its health endpoints', () => {
     assert.deepEqual(agent.command, ['podwire', 'agent', '--config', '/etc/podwire/agent.yaml']);
     assert.equal(agent.securityContext?.privileged, true);
-    assert.ok(agent.readinessProbe?.exec?.command.includes('/etc/podwire/agent.yaml'));
+    // healthAddress's default (src/agent/ops/health-server.ts DEFAULT_HEALTH_ADDRESS), on loopback.
+    const [host, port] = DEFAULT_HEALTH_ADDRESS.split(':');
+    assert.deepEqual(agent.readinessProbe?.httpGet, { host, port: Number(port), path: '/readyz' });
+    assert.deepEqual(agent.livenessProbe?.httpGet, { host, port: Number(port), path: '/livez' });
   });
 
   test('host network and PID namespace, on every node whatever its taints', () => {

@@ -47,13 +47,18 @@ export interface VolumeMount {
   mountPropagation?: string;
 }
 
+export interface Probe {
+  httpGet?: { host?: string; port: number; path: string };
+}
+
 export interface Container {
   name: string;
   image: string;
   command?: string[];
   env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
   securityContext?: { privileged?: boolean; runAsUser?: number };
-  readinessProbe?: { exec?: { command: string[] } };
+  readinessProbe?: Probe;
+  livenessProbe?: Probe;
   volumeMounts?: VolumeMount[];
 }
 
