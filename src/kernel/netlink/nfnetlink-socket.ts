@@ -9,6 +9,7 @@ import * as libc from '../libc.js';
 import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr } from './nlmsgerr.js';
+import { openNetlinkFd } from './socket.js';
 import * as N from './uapi/netlink.js';
 import { nftMsgName } from './uapi/nf-tables.js';
 import {
@@ -63,17 +64,7 @@ export class NfnetlinkSocket implements Disposable {
   /** Opens a NETLINK_NETFILTER socket in the calling thread's current network namespace. */
   static open(options: { receiveTimeoutMs?: number } = {}): NfnetlinkSocket {
     const timeoutMs = options.receiveTimeoutMs ?? 5000;
-    const fd = libc.socket(libc.AF_NETLINK, libc.SOCK_RAW, NETLINK_NETFILTER);
-    try {
-      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_EXT_ACK, 1);
-      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_CAP_ACK, 1);
-      libc.setReceiveTimeout(fd, timeoutMs);
-      libc.bind(fd, sockaddrNl());
-      return new NfnetlinkSocket(fd, timeoutMs);
-    } catch (err) {
-      libc.close(fd);
-      throw err;
-    }
+    return new NfnetlinkSocket(openNetlinkFd(NETLINK_NETFILTER, timeoutMs), timeoutMs);
   }
 
   get closed(): boolean {

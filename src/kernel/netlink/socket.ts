@@ -81,18 +81,7 @@ export class NetlinkSocket implements Disposable {
 
   /** Opens a NETLINK_ROUTE socket in the calling thread's current network namespace. */
   static open(options: NetlinkSocketOptions = {}): NetlinkSocket {
-    const fd = libc.socket(libc.AF_NETLINK, libc.SOCK_RAW, N.NETLINK_ROUTE);
-    try {
-      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_EXT_ACK, 1);
-      // Errors need not echo the whole request: the extended ack already points into it.
-      libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_CAP_ACK, 1);
-      libc.setReceiveTimeout(fd, options.receiveTimeoutMs ?? 5000);
-      libc.bind(fd, sockaddrNl());
-      return new NetlinkSocket(fd, options);
-    } catch (err) {
-      libc.close(fd);
-      throw err;
-    }
+    return new NetlinkSocket(openNetlinkFd(N.NETLINK_ROUTE, options.receiveTimeoutMs ?? 5000), options);
   }
 
   get closed(): boolean {
@@ -343,5 +332,24 @@ export class NetlinkSocket implements Disposable {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+}
+
+/**
+ * A bound netlink socket of `protocol` in the calling thread's current network namespace, with
+ * extended acks, capped acks (errors need not echo the whole request: the extended ack already points
+ * into it) and a receive timeout. Closed again when any step fails.
+ */
+export function openNetlinkFd(protocol: number, receiveTimeoutMs: number): number {
+  const fd = libc.socket(libc.AF_NETLINK, libc.SOCK_RAW, protocol);
+  try {
+    libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_EXT_ACK, 1);
+    libc.setsockoptInt(fd, libc.SOL_NETLINK, N.NETLINK_CAP_ACK, 1);
+    libc.setReceiveTimeout(fd, receiveTimeoutMs);
+    libc.bind(fd, sockaddrNl());
+    return fd;
+  } catch (err) {
+    libc.close(fd);
+    throw err;
   }
 }
