@@ -79,16 +79,28 @@ export function uplinkArpGuardScript(
   ].join('\n');
 }
 
-/** Equivalent to: `nft -f` of `uplinkArpGuardScript` for the node's pod CIDRs (from its gateways). */
-export function installUplinkArpGuard(
+/**
+ * Equivalent to: `nft -f` of `uplinkArpGuardScript` for the node's pod CIDRs (from its gateways).
+ * Both datapaths call it before the uplink joins. Where it cannot be installed (no `nft`, a kernel
+ * before 5.16 without the netdev egress hook) bridging still works, so `warn` says so instead.
+ */
+export async function installUplinkArpGuard(
   nft: Nft,
   uplink: string,
   gateways: readonly GatewayAddress[],
+  warn?: (message: string, fields: Record<string, unknown>) => void,
 ): Promise<void> {
   const v4 = podCidrsV4(gateways);
   const v6 = podCidrsV6(gateways);
-  if (v4.length === 0 && v6.length === 0) return removeUplinkArpGuard(nft);
-  return nft.apply(uplinkArpGuardScript(uplink, v4, v6));
+  try {
+    if (v4.length === 0 && v6.length === 0) await removeUplinkArpGuard(nft);
+    else await nft.apply(uplinkArpGuardScript(uplink, v4, v6));
+  } catch (err) {
+    warn?.(
+      "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
+      { uplink, err: String(err) },
+    );
+  }
 }
 
 /** Equivalent to: `nft delete table netdev podwire_uplink_arp`; nothing to do when it is not there. */

@@ -172,14 +172,7 @@ export class BridgeDatapath implements Datapath {
   async attachUplink(uplink: UplinkPort): Promise<void> {
     const bridge = this.#requireBridge();
     // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
-    try {
-      await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways);
-    } catch (err) {
-      this.#o.warn?.(
-        "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
-        { uplink: uplink.ifname, err: String(err) },
-      );
-    }
+    await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways, this.#o.warn);
     this.#o.nl.setMac(bridge, uplink.mac);
     // The node's addresses become the bridge interface's own, with the uplink's MAC.
     await this.#guardArp(

@@ -281,14 +281,7 @@ export class OvsDatapath implements Datapath {
     const before = gw.mac;
     try {
       // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
-      try {
-        await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways);
-      } catch (err) {
-        this.#o.warn?.(
-          "uplink ARP guard not installed (needs nft and a kernel with the netdev egress hook, 5.16+): the node-local pods' ARP floods onto the underlay",
-          { uplink: uplink.ifname, err: String(err) },
-        );
-      }
+      await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways, this.#o.warn);
       await this.#setGatewayMac(vs, mac);
       await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
       const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);

@@ -6,10 +6,10 @@
  */
 import { constants } from 'node:os';
 import * as libc from '../libc.js';
-import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { concatBytes, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr } from './nlmsgerr.js';
-import { openNetlinkFd } from './socket.js';
+import { openNetlinkFd, receiveDatagram } from './socket.js';
 import * as N from './uapi/netlink.js';
 import { nftMsgName } from './uapi/nf-tables.js';
 import {
@@ -45,13 +45,10 @@ function sockaddrNl(): Buffer {
   return sa;
 }
 
-const MSG_PEEK = 0x02;
-const MSG_TRUNC = 0x20;
-
 export class NfnetlinkSocket implements Disposable {
   #fd: number;
   #seq: number;
-  #buf = Buffer.allocUnsafe(64 * 1024);
+  #buf: Buffer = Buffer.allocUnsafe(64 * 1024);
   readonly #timeoutMs: number;
   readonly #kernel = sockaddrNl();
 
@@ -185,17 +182,9 @@ export class NfnetlinkSocket implements Disposable {
   #receive(deadline: number): NetlinkMessage[] {
     const fd = this.#openFd();
     if (Date.now() > deadline) throw new libc.KernelError('recv', constants.errno.ETIMEDOUT);
-    try {
-      const size = libc.recv(fd, this.#buf, MSG_PEEK | MSG_TRUNC);
-      if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
-      const n = libc.recv(fd, this.#buf, 0);
-      return decodeMessages(new Uint8Array(this.#buf.subarray(0, n)));
-    } catch (err) {
-      if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
-        throw new libc.KernelError('recv', constants.errno.ETIMEDOUT, undefined, { cause: err });
-      }
-      throw err;
-    }
+    const got = receiveDatagram(fd, this.#buf, 'recv');
+    this.#buf = got.buf;
+    return got.messages;
   }
 
   #openFd(): number {

@@ -296,18 +296,9 @@ export class NetlinkSocket implements Disposable {
   #receive(type: number, deadline: number): NetlinkMessage[] {
     const fd = this.#openFd(type);
     if (Date.now() > deadline) throw new libc.KernelError(rtmTypeName(type), constants.errno.ETIMEDOUT);
-    try {
-      const size = libc.recv(fd, this.#buf, MSG_PEEK | MSG_TRUNC);
-      if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
-      const n = libc.recv(fd, this.#buf, 0);
-      // Copy: the buffer is reused by the next receive while these messages may still be read.
-      return decodeMessages(new Uint8Array(this.#buf.subarray(0, n)));
-    } catch (err) {
-      if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
-        throw new libc.KernelError(rtmTypeName(type), constants.errno.ETIMEDOUT, undefined, { cause: err });
-      }
-      throw err;
-    }
+    const got = receiveDatagram(fd, this.#buf, rtmTypeName(type));
+    this.#buf = got.buf;
+    return got.messages;
   }
 
   #openFd(type: number): number {
@@ -350,6 +341,29 @@ export function openNetlinkFd(protocol: number, receiveTimeoutMs: number): numbe
     return fd;
   } catch (err) {
     libc.close(fd);
+    throw err;
+  }
+}
+
+/**
+ * Reads one netlink datagram on `fd` into `buf`, growing it first (a new buffer is returned) when the
+ * datagram would not fit, and decodes a copy of it: the buffer is reused by the next receive while
+ * these messages may still be read. A receive timeout (EAGAIN) becomes ETIMEDOUT named after `what`.
+ */
+export function receiveDatagram(
+  fd: number,
+  buf: Buffer,
+  what: string,
+): { buf: Buffer; messages: NetlinkMessage[] } {
+  try {
+    const size = libc.recv(fd, buf, MSG_PEEK | MSG_TRUNC);
+    const into = size > buf.length ? Buffer.allocUnsafe(size) : buf;
+    const n = libc.recv(fd, into, 0);
+    return { buf: into, messages: decodeMessages(new Uint8Array(into.subarray(0, n))) };
+  } catch (err) {
+    if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
+      throw new libc.KernelError(what, constants.errno.ETIMEDOUT, undefined, { cause: err });
+    }
     throw err;
   }
 }
