@@ -149,7 +149,7 @@ const MUTATIONS = [
   {
     id: 'gc-cni-busy-veth-skip',
     what: "GC: CNI GC's skip of veths whose key has a call in flight removed",
-    edits: [['src/agent/cni/cmd-gc.js', 'busyVeths.has(name) ||', '']],
+    edits: [['src/agent/cni/cmd-gc.js', ' || new Set([...guard.busy()].map(hostVethOfKey)).has(name)', '']],
     tests: GC,
   },
 ];
