@@ -11,7 +11,15 @@ import { isMac, parseMac } from '../../../base/mac.js';
 import { NX_CT_F, NX_CT_RECIRC_NONE, nxmHeader, OFPP, type OfpAction } from './actions.js';
 import { type Flow, OFP_DEFAULT_PRIORITY } from './flow.js';
 import type { OfpInstruction } from './instructions.js';
-import { FIELDS, type FieldDef, fieldByName, fieldByNxmName, type OxmField, oxm } from './oxm.js';
+import {
+  FIELDS,
+  type FieldDef,
+  fieldByName,
+  fieldByNxmName,
+  type OxmField,
+  oxm,
+  prerequisiteOrder,
+} from './oxm.js';
 
 const ETH_TYPE_IP = 0x0800;
 const ETH_TYPE_ARP = 0x0806;
@@ -374,12 +382,7 @@ export function parseFlowText(text: string): Flow {
     else matchToken(s, token);
   }
   checkPrerequisites(s, text);
-  const depth = (f: OxmField) =>
-    FIELDS.find((d) => d.oxmClass === f.oxmClass && d.field === f.field)?.depth ?? 0;
-  flow.match = s.fields
-    .map((f, i) => ({ f, i }))
-    .sort((a, b) => depth(a.f) - depth(b.f) || a.i - b.i)
-    .map(({ f }) => f);
+  flow.match = prerequisiteOrder(s.fields);
   flow.instructions = parseInstructions(text.slice(actionsAt + 'actions='.length).trim());
   return flow;
 }

@@ -230,6 +230,15 @@ export function decodeOxm(r: CodecReader): OxmField {
   return out;
 }
 
+/** The fields in increasing prerequisite depth (FieldDef.depth), otherwise in the order given. */
+export function prerequisiteOrder(fields: readonly OxmField[]): OxmField[] {
+  const depth = (f: OxmField) => fieldDef(f.oxmClass, f.field)?.depth ?? 0;
+  return fields
+    .map((f, i) => ({ f, i }))
+    .sort((a, b) => depth(a.f) - depth(b.f) || a.i - b.i)
+    .map(({ f }) => f);
+}
+
 /** OFPMT_OXM: the only match type of OpenFlow 1.2+. */
 export const OFPMT_OXM = 1;
 
@@ -238,11 +247,7 @@ export const OFPMT_OXM = 1;
  * Fields are written in prerequisite order (see FieldDef.depth), otherwise as given.
  */
 export function encodeMatch(fields: readonly OxmField[]): Buffer {
-  const depth = (f: OxmField) => fieldDef(f.oxmClass, f.field)?.depth ?? 0;
-  const sorted = fields
-    .map((f, i) => ({ f, i }))
-    .sort((a, b) => depth(a.f) - depth(b.f) || a.i - b.i)
-    .map(({ f }) => encodeOxm(f));
+  const sorted = prerequisiteOrder(fields).map(encodeOxm);
   const length = 4 + sorted.reduce((n, b) => n + b.length, 0);
   const head = Buffer.alloc(4);
   head.writeUInt16BE(OFPMT_OXM, 0);
