@@ -14,19 +14,17 @@ function rec<T>(model: { [K in keyof T]: fc.Arbitrary<T[K]> }): fc.Arbitrary<T> 
 const bytes = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b));
 
 /** A TLV of a known field: the right value length, with or without a mask. */
-export const knownOxm: fc.Arbitrary<OxmField> = fc
-  .constantFrom(...FIELDS)
-  .chain((d) =>
-    fc.record(
-      {
-        oxmClass: fc.constant(d.oxmClass),
-        field: fc.constant(d.field),
-        value: bytes(d.len),
-        mask: bytes(d.len),
-      },
-      { requiredKeys: ['oxmClass', 'field', 'value'], noNullPrototype: true },
-    ),
-  );
+export const knownOxm: fc.Arbitrary<OxmField> = fc.constantFrom(...FIELDS).chain((d) =>
+  fc.record(
+    {
+      oxmClass: fc.constant(d.oxmClass),
+      field: fc.constant(d.field),
+      value: bytes(d.len),
+      mask: bytes(d.len),
+    },
+    { requiredKeys: ['oxmClass', 'field', 'value'], noNullPrototype: true },
+  ),
+);
 
 /** A TLV of a class no field table covers (ONF-reserved 0x0002-0x7fff), or an experimenter TLV. */
 export const unknownOxm: fc.Arbitrary<OxmField> = fc.oneof(
