@@ -5,8 +5,10 @@
  */
 import { formatIpBytes } from '../../../base/ip.js';
 import { formatMac } from '../../../base/mac.js';
+import type { FlowEntry } from '../flow-text.js';
 import { NX_CT_F, NX_CT_RECIRC_NONE, OFPP, type OfpAction } from './actions.js';
 import type { Flow } from './flow.js';
+import type { FlowStats } from './flow-stats.js';
 import type { OfpInstruction } from './instructions.js';
 import { FIELDS, type FieldDef, fieldByName, fieldDef, OFPXMC, type OxmField } from './oxm.js';
 
@@ -178,6 +180,22 @@ export function formatFlow(flow: Flow): string {
     ...match,
   ];
   return `${head.join(',')} actions=${formatInstructions(flow.instructions)}`;
+}
+
+/**
+ * A flow stats entry as flow-text.ts's FlowEntry, what `podwire flows` shows: equivalent to one line
+ * of `ovs-ofctl dump-flows` parsed by parseDump (counters past 2^53 lose precision, as there).
+ */
+export function toFlowEntry(s: FlowStats): FlowEntry {
+  return {
+    table: s.table,
+    priority: s.priority,
+    cookie: s.cookie,
+    match: formatMatch(s.match),
+    actions: formatInstructions(s.instructions),
+    packets: Number(s.packetCount),
+    bytes: Number(s.byteCount),
+  };
 }
 
 /** The class name of an OXM class, for messages. */

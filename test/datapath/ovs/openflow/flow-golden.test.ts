@@ -12,10 +12,16 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { must } from '../../../../bed/exec.js';
 import { ovsAvailable } from '../../../../bed/ovs.js';
-import { formatFlow } from '../../../../src/datapath/ovs/openflow/flow-format.js';
+import { parseDump, flowKey as textFlowKey } from '../../../../src/datapath/ovs/flow-text.js';
+import { formatFlow, toFlowEntry } from '../../../../src/datapath/ovs/openflow/flow-format.js';
 import { flowKey } from '../../../../src/datapath/ovs/openflow/flow-key.js';
 import { decodeFlowMod, flowAddBody } from '../../../../src/datapath/ovs/openflow/flow-mod.js';
 import { parseFlowText } from '../../../../src/datapath/ovs/openflow/flow-parse.js';
+import {
+  encodeFlowStats,
+  type FlowStats,
+  OFPMP_FLOW,
+} from '../../../../src/datapath/ovs/openflow/flow-stats.js';
 import {
   decodeHeader,
   encodeMessage,
@@ -71,5 +77,35 @@ describe('flow codec against ovs-ofctl', { skip: !ovsAvailable() && 'Open vSwitc
         `${text}\n-> ${formatFlow(flow)}`,
       );
     }
+  });
+
+  test('a flow stats reply of every pipeline flow, as ovs-ofctl prints it, is what toFlowEntry makes of it (flow-text.ts key)', async () => {
+    const stats: FlowStats[] = flows.map((text, i) => ({
+      ...parseFlowText(text),
+      durationSec: i,
+      durationNsec: 0,
+      idleTimeout: 0,
+      hardTimeout: 0,
+      flags: 0,
+      packetCount: BigInt(i * 3),
+      byteCount: BigInt(i * 300),
+    }));
+    const head = Buffer.alloc(8);
+    head.writeUInt16BE(OFPMP_FLOW, 0);
+    // One reply message per 50 entries (a message is at most 64 KiB).
+    const messages: Buffer[] = [];
+    for (let i = 0; i < stats.length; i += 50) {
+      const body = Buffer.concat([head, ...stats.slice(i, i + 50).map(encodeFlowStats)]);
+      messages.push(encodeMessage(OFP13_VERSION, OFPT13.MULTIPART_REPLY, i + 1, body));
+    }
+    writeFileSync(join(dir, 'replies.bin'), Buffer.concat(messages));
+    const printed = parseDump(await must('ovs-ofctl', ['ofp-parse', join(dir, 'replies.bin')]));
+    assert.equal(printed.length, stats.length);
+    stats.forEach((s, i) => {
+      const theirs = printed[i];
+      assert.ok(theirs);
+      assert.equal(textFlowKey(toFlowEntry(s)), textFlowKey(theirs), flows[i]);
+      assert.equal(theirs.packets, Number(s.packetCount));
+    });
   });
 });
