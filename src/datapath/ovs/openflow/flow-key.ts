@@ -3,9 +3,13 @@
  * read back from the switch (a flow stats reply) are equal, and the diff of two flow sets by key:
  * what CHECK compares and what a native replace-flows deletes and adds.
  *
- * How OVS normalises a flow between FLOW_MOD and flow stats, and what the key does about it:
+ * How OVS normalises a flow between FLOW_MOD and flow stats, and what the key does about it. Seen
+ * with OVS 3.1 over OpenFlow 1.3 for every flow pipeline.ts writes (test/datapath/ovs/openflow/
+ * flow-switch.test.ts): only the first point; the switch returns the very TLVs, instructions and
+ * action bytes it was sent. The others are what OVS's code does to other inputs, and cost nothing:
  * - match order: OVS stores a match as a struct, not a TLV list, and writes it back in its own order
- *   (nx_put_raw): the key sorts fields by (class, field);
+ *   (nx_put_raw: in_port, eth_*, eth_type, ..., reg*, ct_state, ct_mark), not ours (prerequisites
+ *   first, then as written): the key sorts fields by (class, field);
  * - masks: a field with an all-ones mask comes back unmasked, one with an all-zero mask is not
  *   there, and a masked value comes back with the bits outside the mask cleared: the key applies the
  *   mask to the value and drops all-ones and all-zero masks (normalizeOxm);

@@ -141,6 +141,11 @@ export function flowDeleteByCookie(cookie: bigint): FlowMod {
   return { ...base(OFPFC.DELETE, OFPTT_ALL), cookie, cookieMask: COOKIE_MASK_ALL };
 }
 
+/** Equivalent to: `ovs-ofctl del-flows BR` (every flow of every table). */
+export function flowDeleteAll(): FlowMod {
+  return base(OFPFC.DELETE, OFPTT_ALL);
+}
+
 /** Equivalent to: `ovs-ofctl del-flows --strict BR table=T,priority=P,MATCH` (any cookie). */
 export function flowDeleteStrict(flow: Pick<Flow, 'table' | 'priority' | 'match'>): FlowMod {
   return { ...base(OFPFC.DELETE_STRICT, flow.table), priority: flow.priority, match: flow.match };
