@@ -25,6 +25,8 @@ export class OvsInstance {
   /** `unix:DIR/db.sock`, the agent's `ovsdb` key. */
   readonly ovsdb: string;
   readonly #children: ChildProcess[] = [];
+  #vswitchd: ChildProcess | undefined;
+  #vswitchdArgs: string[] = [];
   readonly #env: NodeJS.ProcessEnv;
   /** What the daemons wrote to stderr, for failure messages. */
   stderr = '';
@@ -59,13 +61,14 @@ export class OvsInstance {
       await ovs.#waitFor(join(ovs.dir, 'db.sock'));
       const init = await run('ovs-vsctl', [`--db=${ovs.ovsdb}`, '--no-wait', 'init'], { env: ovs.#env });
       if (init.code !== 0) throw new Error(`ovs-vsctl init: ${init.stderr}`);
-      ovs.#spawn('ovs-vswitchd', [
+      ovs.#vswitchdArgs = [
         ovs.ovsdb,
         `--unixctl=${join(ovs.dir, 'ovs-vswitchd.ctl')}`,
         `--log-file=${join(ovs.dir, 'ovs-vswitchd.log')}`,
         '--no-chdir',
         '-vconsole:off',
-      ]);
+      ];
+      ovs.#vswitchd = ovs.#spawn('ovs-vswitchd', ovs.#vswitchdArgs);
       await ovs.#waitFor(join(ovs.dir, 'ovs-vswitchd.ctl'));
       return ovs;
     } catch (err) {
@@ -91,6 +94,28 @@ export class OvsInstance {
     return r.stdout;
   }
 
+  /** ovs-vswitchd's PID (e.g. to SIGSTOP it). */
+  get vswitchdPid(): number | undefined {
+    return this.#vswitchd?.pid;
+  }
+
+  /**
+   * A switch crash and restart: SIGKILL to ovs-vswitchd, then the same command again; resolves once
+   * its control socket is back. The database (bridges, ports) is untouched; the flows are gone.
+   */
+  async restartVswitchd(): Promise<void> {
+    const old = this.#vswitchd;
+    if (old && old.exitCode === null && old.signalCode === null) {
+      const exited = new Promise((res) => old.once('exit', res));
+      old.kill('SIGKILL');
+      await exited;
+    }
+    this.#children.splice(this.#children.indexOf(old as ChildProcess), 1);
+    rmSync(join(this.dir, 'ovs-vswitchd.ctl'), { force: true });
+    this.#vswitchd = this.#spawn('ovs-vswitchd', this.#vswitchdArgs);
+    await this.#waitFor(join(this.dir, 'ovs-vswitchd.ctl'));
+  }
+
   /** Stops both daemons (SIGTERM, then SIGKILL after 5 s) and removes the directory. Idempotent. */
   async stop(): Promise<void> {
     for (const child of this.#children.reverse()) {
@@ -105,7 +130,7 @@ export class OvsInstance {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  #spawn(daemon: string, args: string[]): void {
+  #spawn(daemon: string, args: string[]): ChildProcess {
     // `ip netns exec` execs the daemon in place, so the child's PID is the daemon's.
     const child = spawn('ip', ['netns', 'exec', this.nodeNs, daemon, ...args], {
       env: this.#env,
@@ -115,6 +140,7 @@ export class OvsInstance {
       this.stderr += d.toString();
     });
     this.#children.push(child);
+    return child;
   }
 
   async #waitFor(path: string): Promise<void> {
