@@ -162,6 +162,11 @@ export class OpenflowConnection {
     return conn;
   }
 
+  /** Operations awaiting replies, and those queued behind them (flow control). */
+  get load(): { inFlight: number; queued: number } {
+    return { inFlight: this.#inFlight, queued: this.#queue.length };
+  }
+
   /** HELLO exchanged and FEATURES_REPLY received on the current socket. */
   get connected(): boolean {
     return this.#features !== undefined;
@@ -288,6 +293,13 @@ export class OpenflowConnection {
    * COMMIT when no ADD drew an ERROR, else DISCARD. Rejects with the OpenflowError of the first
    * failing message, its index included; with `atomic` (the default) nothing of a failed bundle is
    * applied. Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
+   *
+   * Why CLOSE before COMMIT: OVS checks each inner message when it is added, answers a bad one
+   * with an ERROR (the add's xid) and leaves the bundle open without it, so a COMMIT right after
+   * the ADDs would apply the valid rest of an "atomic" bundle (seen with OVS 3.1). Replies come in
+   * order, so at CLOSE_REPLY every ADD's error is in. Errors found only at commit (e.g.
+   * OFPFMFC_OVERLAP) come with the inner message's xid before the commit's own
+   * OFPBFC_MSG_FAILED, and OVS then reverts the whole bundle.
    */
   bundle(messages: OutgoingMessage[], options: BundleOptions = {}): Promise<void> {
     if (this.version === OFP10_VERSION) {

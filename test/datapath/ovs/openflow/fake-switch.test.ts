@@ -198,3 +198,66 @@ test('close() fails pending requests and waitUp with a DatapathError and stops r
   await sleep(50);
   assert.equal(sw.accepted, accepted);
 });
+
+// Depends on: connection.ts #write backpressure (socket.write() false -> queue until 'drain').
+test("a switch that stops reading: further operations queue behind the socket's full buffer", async () => {
+  let sock: Socket | undefined;
+  sw.onUp = (s) => {
+    sock = s;
+    s.pause();
+  };
+  const conn = open({ requestTimeoutMs: 5000 });
+  await conn.waitUp(2000);
+  const big = Buffer.alloc(60_000, 0x61);
+  const replies: Array<Promise<Buffer>> = [];
+  for (let i = 0; i < 40 && conn.load.queued === 0; i++) replies.push(conn.request(OFPT13.ECHO_REQUEST, big));
+  for (let i = 0; i < 5; i++) replies.push(conn.request(OFPT13.ECHO_REQUEST, big));
+  assert.ok(conn.load.queued >= 5, `queued ${conn.load.queued}, in flight ${conn.load.inFlight}`);
+  assert.ok(conn.load.inFlight < 40, `in flight ${conn.load.inFlight}`);
+  sock?.resume();
+  const all = await Promise.all(replies);
+  assert.ok(all.every((r) => r.equals(big)));
+  assert.deepEqual(conn.load, { inFlight: 0, queued: 0 });
+});
+
+/** Runs `code` (an ES module importing the connection) in a child process; resolves with its exit code and time. */
+async function child(code: string): Promise<{ code: number | null; ms: number; out: string }> {
+  const { spawn } = await import('node:child_process');
+  const url = new URL('../../../../src/datapath/ovs/openflow/connection.js', import.meta.url).href;
+  const t0 = performance.now();
+  const p = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', `import { OpenflowConnection } from '${url}';\n${code}`],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exit = await new Promise<number | null>((res) => p.once('exit', res));
+  return { code: exit, ms: performance.now() - t0, out };
+}
+
+// Depends on: connection.ts (unref'd timers and socket; the socket ref'd while an operation is in flight).
+test('an idle or unreachable connection never keeps a process alive; an awaited reply does', async () => {
+  const unreachable = await child(`OpenflowConnection.open({ target: 'unix:${sw.dir}/nothing.mgmt' });`);
+  assert.equal(unreachable.code, 0);
+  assert.ok(unreachable.ms < 3000, `${unreachable.ms} ms`);
+  const idle = await child(
+    `const c = OpenflowConnection.open({ target: 'unix:${sw.path}' }); await c.waitUp(2000); console.log('up');`,
+  );
+  assert.equal(idle.code, 0);
+  assert.equal(idle.out.trim(), 'up');
+  sw.onMessage = (sock, h) => {
+    setTimeout(() => sw.send(sock, OFPT13.BARRIER_REPLY, h.xid), 300);
+  };
+  const awaiting = await child(
+    `const c = OpenflowConnection.open({ target: 'unix:${sw.path}' }); await c.waitUp(2000);
+     await c.request(20); console.log('replied');`,
+  );
+  // Exit code 13 would mean the process left with the request unsettled.
+  assert.equal(awaiting.code, 0);
+  assert.equal(awaiting.out.trim(), 'replied');
+});
