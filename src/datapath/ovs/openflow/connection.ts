@@ -155,7 +155,10 @@ export class OpenflowConnection {
     this.#maxInFlight = o.maxInFlight ?? 256;
   }
 
-  /** Starts connecting in the background; retries with backoff until close(). Never throws for an unreachable switch. */
+  /**
+   * Starts connecting in the background; retries with backoff until close(). Never throws for an
+   * unreachable switch. Equivalent to: `ovs-ofctl -O OpenFlow13 snoop`'s connection, kept open.
+   */
   static open(options: OpenflowConnectionOptions): OpenflowConnection {
     const conn = new OpenflowConnection(options);
     conn.#connect();
@@ -195,7 +198,10 @@ export class OpenflowConnection {
     return () => this.#messageListeners.delete(listener);
   }
 
-  /** Resolves at once when connected, else at the next connect; rejects with NotAvailableError after `timeoutMs`. */
+  /**
+   * Resolves at once when connected, else at the next connect; rejects with NotAvailableError after
+   * `timeoutMs`. No ovs-ofctl equivalent (it connects anew for every command).
+   */
   waitUp(timeoutMs: number): Promise<SwitchFeatures> {
     if (this.#features) return Promise.resolve(this.#features);
     if (this.#closed) return Promise.reject(this.#closedError());
@@ -221,7 +227,11 @@ export class OpenflowConnection {
     });
   }
 
-  /** One request, one reply matched by xid; resolves with the reply's body (after the header). */
+  /**
+   * One request, one reply matched by xid; resolves with the reply's body (after the header). Only
+   * for requests the switch answers (ECHO, FEATURES, BARRIER, GET_CONFIG...); a FLOW_MOD has no reply:
+   * use transact(). Equivalent to: `ovs-ofctl -O OpenFlow13 show` (for FEATURES_REQUEST).
+   */
   request(type: number, body?: Uint8Array): Promise<Buffer> {
     return this.#submit<Buffer>(`request ${type}`, (op) => {
       const xid = op.send(type, body);
@@ -234,7 +244,8 @@ export class OpenflowConnection {
 
   /**
    * OFPT_MULTIPART_REQUEST (1.0: STATS_REQUEST); every reply body after its multipart header, up
-   * to the one without OFPMPF_REPLY_MORE. Equivalent to the request half of `ovs-ofctl dump-*`.
+   * to the one without OFPMPF_REPLY_MORE. Equivalent to: `ovs-ofctl -O OpenFlow13 dump-flows` (OFPMP_FLOW),
+   * `dump-ports-desc` (OFPMP_PORT_DESC), `dump-desc` (OFPMP_DESC), without the formatting.
    */
   multipart(mpType: number, body?: Uint8Array, flags = 0): Promise<Buffer[]> {
     const types = this.#types;
@@ -365,13 +376,19 @@ export class OpenflowConnection {
     });
   }
 
-  /** Drops the current socket (if any) and reconnects: what a lost switch looks like. */
+  /**
+   * Drops the current socket (if any) and reconnects: what a lost switch looks like to everything
+   * waiting on it. Equivalent to: shutdown(2) on its socket, then a reconnect.
+   */
   reconnect(reason = 'reconnect asked for'): void {
     if (this.#closed) return;
     if (this.#socket) this.#drop(new DatapathError(reason));
   }
 
-  /** Stops reconnecting, closes the socket, fails everything pending with DatapathError. Idempotent. */
+  /**
+   * Stops reconnecting, closes the socket, fails everything pending with DatapathError; resolves when
+   * the descriptor is closed. Idempotent. onDown does not fire for it. Equivalent to close(2).
+   */
   close(): Promise<void> {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;

@@ -75,7 +75,7 @@ export interface SwitchDesc {
   dpDesc: string;
 }
 
-/** Decodes OFPMP_DESC's reply body (1056 bytes). */
+/** Decodes OFPMP_DESC's reply body (1056 bytes). Equivalent to: `ovs-ofctl -O OpenFlow13 dump-desc`. */
 export function decodeDesc(body: Buffer): SwitchDesc {
   if (body.length < 1056) throw new DecodeError(`OFPMP_DESC reply of ${body.length} bytes, need 1056`);
   const str = (off: number, len: number) => {
@@ -103,7 +103,7 @@ export interface Port13 {
 
 export const OFP13_PORT_LEN = 64;
 
-/** Decodes OFPMP_PORT_DESC's reply body: a sequence of ofp_port. */
+/** Decodes OFPMP_PORT_DESC's reply body: a sequence of ofp_port. Equivalent to: `ovs-ofctl -O OpenFlow13 dump-ports-desc`. */
 export function decodePortDesc(body: Buffer): Port13[] {
   if (body.length % OFP13_PORT_LEN !== 0) {
     throw new DecodeError(`OFPMP_PORT_DESC reply of ${body.length} bytes is not a multiple of 64`);

@@ -106,6 +106,8 @@ describe('a real switch', { skip }, () => {
     assert.equal(await noFlood(conn10, sw.port), false);
     const after = await sw.ofctl('OpenFlow10', 'show');
     assert.doesNotMatch(after.slice(after.indexOf(`(${sw.port})`)).split('\n')[1] ?? '', /NO_FLOOD/);
+    const [desc10] = await conn10.multipart(0); // OFPST_DESC over 1.0's STATS_REQUEST
+    assert.match(decodeDesc(desc10 as Buffer).mfrDesc, /Nicira/);
     const ports = await ports10(conn10);
     assert.ok(
       ports.some((p) => p.name === sw.bridge && p.portNo === 0xfffe),
