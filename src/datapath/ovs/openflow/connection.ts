@@ -14,8 +14,18 @@
  */
 import { connect, type Socket } from 'node:net';
 import { DatapathError, DecodeError, NotAvailableError } from '../../../base/errors.js';
-import { encodeBundleAdd, encodeBundleCtrl, OFPBCT, OFPBF_ATOMIC, OFPBF_ORDERED } from './bundle.js';
+import { OFPBF_ATOMIC, OFPBF_ORDERED } from './bundle.js';
 import { decodeErrorMsg, type FailedRequest, OpenflowError } from './error-msg.js';
+import {
+  barrierBatch,
+  bundleCommit,
+  type Exchange,
+  type ExchangeContext,
+  multipartReplies,
+  type OutgoingMessage,
+  requestReply,
+  VERSION_TYPES,
+} from './exchange.js';
 import { decodeFeaturesReply, type SwitchFeatures } from './features.js';
 import { OfpFramer } from './framing.js';
 import {
@@ -23,14 +33,13 @@ import {
   encodeMessage,
   OFP10_VERSION,
   OFP13_VERSION,
-  OFPT10,
   OFPT13,
   type OfpHeader,
 } from './header.js';
 import { encodeHelloBody, helloAllows } from './hello.js';
-import { decodeMultipartReply, encodeMultipartRequest, OFPMPF_REPLY_MORE } from './multipart.js';
 
 export { OpenflowError } from './error-msg.js';
+export type { OutgoingMessage } from './exchange.js';
 export type { SwitchFeatures } from './features.js';
 
 export interface OpenflowConnectionOptions {
@@ -57,11 +66,6 @@ export interface BundleOptions {
   ordered?: boolean;
 }
 
-export interface OutgoingMessage {
-  type: number;
-  body: Uint8Array;
-}
-
 /** An operation in flight: the xids routed to it and what it does with their messages. */
 interface Operation {
   handle(header: OfpHeader, body: Buffer): void;
@@ -73,29 +77,6 @@ interface QueuedOperation {
   fail: (err: Error) => void;
 }
 
-/** Types whose numbers differ between the versions podwire speaks. */
-interface VersionTypes {
-  barrierRequest: number;
-  barrierReply: number;
-  multipartRequest: number;
-  multipartReply: number;
-}
-
-const TYPES: Record<number, VersionTypes> = {
-  [OFP13_VERSION]: {
-    barrierRequest: OFPT13.BARRIER_REQUEST,
-    barrierReply: OFPT13.BARRIER_REPLY,
-    multipartRequest: OFPT13.MULTIPART_REQUEST,
-    multipartReply: OFPT13.MULTIPART_REPLY,
-  },
-  [OFP10_VERSION]: {
-    barrierRequest: OFPT10.BARRIER_REQUEST,
-    barrierReply: OFPT10.BARRIER_REPLY,
-    multipartRequest: OFPT10.STATS_REQUEST,
-    multipartReply: OFPT10.STATS_REPLY,
-  },
-};
-
 /** HELLO, ERROR, ECHO and FEATURES share their numbers in 1.0 and 1.3. */
 const T = OFPT13;
 
@@ -104,7 +85,7 @@ export class OpenflowConnection {
   readonly version: number;
   readonly stats = { connects: 0, disconnects: 0, echoTimeouts: 0 };
   readonly #path: string;
-  readonly #types: VersionTypes;
+  readonly #context: ExchangeContext;
   readonly #echoIntervalMs: number;
   readonly #echoTimeoutMs: number;
   readonly #requestTimeoutMs: number;
@@ -144,10 +125,14 @@ export class OpenflowConnection {
     this.target = o.target;
     this.#path = o.target.startsWith('unix:') ? o.target.slice(5) : o.target;
     this.version = o.version ?? OFP13_VERSION;
-    const types = TYPES[this.version];
+    const types = VERSION_TYPES[this.version];
     if (!types)
       throw new DatapathError(`OpenFlow version 0x${this.version.toString(16)} is not one podwire speaks`);
-    this.#types = types;
+    this.#context = {
+      version: this.version,
+      types,
+      error: (body, request, context) => this.#error(body, request, context),
+    };
     this.#echoIntervalMs = o.echoIntervalMs ?? 2000;
     this.#echoTimeoutMs = o.echoTimeoutMs ?? 4000;
     this.#requestTimeoutMs = o.requestTimeoutMs ?? 10_000;
@@ -233,13 +218,7 @@ export class OpenflowConnection {
    * use transact(). Equivalent to: `ovs-ofctl -O OpenFlow13 show` (for FEATURES_REQUEST).
    */
   request(type: number, body?: Uint8Array): Promise<Buffer> {
-    return this.#submit<Buffer>(`request ${type}`, (op) => {
-      const xid = op.send(type, body);
-      op.handle = (h, b) => {
-        if (h.type === T.ERROR) op.reject(this.#error(b, { type, xid }, 'request'));
-        else op.resolve(b);
-      };
-    });
+    return this.#submit<Buffer>(`request ${type}`, (ex) => requestReply(ex, this.#context, type, body));
   }
 
   /**
@@ -248,22 +227,9 @@ export class OpenflowConnection {
    * `dump-ports-desc` (OFPMP_PORT_DESC), `dump-desc` (OFPMP_DESC), without the formatting.
    */
   multipart(mpType: number, body?: Uint8Array, flags = 0): Promise<Buffer[]> {
-    const types = this.#types;
-    return this.#submit<Buffer[]>(`multipart ${mpType}`, (op) => {
-      const request = encodeMultipartRequest(this.version, mpType, body, flags);
-      const xid = op.send(types.multipartRequest, request);
-      const parts: Buffer[] = [];
-      op.handle = (h, b) => {
-        if (h.type === T.ERROR) {
-          op.reject(this.#error(b, { type: types.multipartRequest, xid }, `multipart ${mpType}`));
-          return;
-        }
-        if (h.type !== types.multipartReply) return;
-        const reply = decodeMultipartReply(this.version, b);
-        parts.push(reply.body);
-        if ((reply.flags & OFPMPF_REPLY_MORE) === 0) op.resolve(parts);
-      };
-    });
+    return this.#submit<Buffer[]>(`multipart ${mpType}`, (ex) =>
+      multipartReplies(ex, this.#context, mpType, body, flags),
+    );
   }
 
   /**
@@ -273,44 +239,14 @@ export class OpenflowConnection {
    * then a barrier).
    */
   transact(messages: OutgoingMessage[]): Promise<void> {
-    const types = this.#types;
-    return this.#submit<void>('transact', (op) => {
-      const index = new Map<number, number>();
-      for (const [i, m] of messages.entries()) index.set(op.send(m.type, m.body), i);
-      const barrierXid = op.send(types.barrierRequest);
-      let first: OpenflowError | undefined;
-      op.handle = (h, b) => {
-        if (h.type === T.ERROR) {
-          const i = index.get(h.xid);
-          const request: FailedRequest =
-            i === undefined
-              ? { type: types.barrierRequest, xid: h.xid }
-              : { type: (messages[i] as OutgoingMessage).type, xid: h.xid, index: i };
-          const err = this.#error(b, request, 'transact');
-          if (i === undefined) op.reject(first ?? err);
-          else if (!first || (first.request.index ?? 0) > i) first = err;
-          return;
-        }
-        if (h.xid === barrierXid && h.type === types.barrierReply) {
-          if (first) op.reject(first);
-          else op.resolve();
-        }
-      };
-    });
+    return this.#submit<void>('transact', (ex) => barrierBatch(ex, this.#context, messages));
   }
 
   /**
    * The messages as one bundle (ONF EXT-230 on 1.3; see bundle.ts): OPEN, ADD each, CLOSE, then
    * COMMIT when no ADD drew an ERROR, else DISCARD. Rejects with the OpenflowError of the first
    * failing message, its index included; with `atomic` (the default) nothing of a failed bundle is
-   * applied. Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
-   *
-   * Why CLOSE before COMMIT: OVS checks each inner message when it is added, answers a bad one
-   * with an ERROR (the add's xid) and leaves the bundle open without it, so a COMMIT right after
-   * the ADDs would apply the valid rest of an "atomic" bundle (seen with OVS 3.1). Replies come in
-   * order, so at CLOSE_REPLY every ADD's error is in. Errors found only at commit (e.g.
-   * OFPFMFC_OVERLAP) come with the inner message's xid before the commit's own
-   * OFPBFC_MSG_FAILED, and OVS then reverts the whole bundle.
+   * applied (see exchange.ts for how). Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
    */
   bundle(messages: OutgoingMessage[], options: BundleOptions = {}): Promise<void> {
     if (this.version === OFP10_VERSION) {
@@ -321,59 +257,7 @@ export class OpenflowConnection {
     const flags =
       (options.atomic !== false ? OFPBF_ATOMIC : 0) | (options.ordered !== false ? OFPBF_ORDERED : 0);
     const id = this.#nextBundleId++;
-    return this.#submit<void>(`bundle ${id}`, (op) => {
-      const ctrl = (type: number) => op.send(T.EXPERIMENTER, encodeBundleCtrl(id, type, flags));
-      const openXid = ctrl(OFPBCT.OPEN_REQUEST);
-      const index = new Map<number, number>();
-      for (const [i, m] of messages.entries()) {
-        const xid = op.allocate();
-        index.set(xid, i);
-        op.write(T.EXPERIMENTER, xid, encodeBundleAdd(id, flags, this.version, xid, m.type, m.body));
-      }
-      const closeXid = ctrl(OFPBCT.CLOSE_REQUEST);
-      let openFailed: OpenflowError | undefined;
-      let first: OpenflowError | undefined;
-      let failure: OpenflowError | undefined;
-      let commitXid: number | undefined;
-      let discardXid: number | undefined;
-      const ctrlRequest = (xid: number) => ({ type: T.EXPERIMENTER, xid });
-      op.handle = (h, b) => {
-        const isError = h.type === T.ERROR;
-        const i = index.get(h.xid);
-        if (i !== undefined) {
-          // An ADD's ERROR: the inner message failed (at add time, or at commit with its own xid).
-          if (!isError) return;
-          const err = this.#error(
-            b,
-            { type: (messages[i] as OutgoingMessage).type, xid: h.xid, index: i },
-            `bundle ${id}`,
-          );
-          if (!first || (first.request.index ?? 0) > i) first = err;
-          if (commitXid !== undefined) failure = first;
-          return;
-        }
-        if (h.xid === openXid) {
-          if (isError) openFailed = this.#error(b, ctrlRequest(h.xid), `bundle ${id} open`);
-          return;
-        }
-        if (h.xid === closeXid) {
-          const closeErr = isError ? this.#error(b, ctrlRequest(h.xid), `bundle ${id} close`) : undefined;
-          failure = openFailed ?? first ?? closeErr;
-          if (!failure) commitXid = ctrl(OFPBCT.COMMIT_REQUEST);
-          else if (openFailed) op.reject(failure);
-          // Still open (or closed) on the switch: discard it, whatever the answer.
-          else discardXid = ctrl(OFPBCT.DISCARD_REQUEST);
-          return;
-        }
-        if (h.xid === commitXid) {
-          if (isError) op.reject(first ?? this.#error(b, ctrlRequest(h.xid), `bundle ${id} commit`));
-          else if (first) op.reject(first);
-          else op.resolve();
-          return;
-        }
-        if (h.xid === discardXid) op.reject(failure ?? new DatapathError(`bundle ${id} discarded`));
-      };
-    });
+    return this.#submit<void>(`bundle ${id}`, (ex) => bundleCommit(ex, this.#context, id, flags, messages));
   }
 
   /**
@@ -424,7 +308,7 @@ export class OpenflowConnection {
    * the replies routed to it are handled. Queued while `maxInFlight` operations are in flight or
    * the socket's buffer is full; failed at once while the connection is down.
    */
-  #submit<R>(what: string, start: (op: OpHandle<R>) => void): Promise<R> {
+  #submit<R>(what: string, start: (op: Exchange<R>) => void): Promise<R> {
     if (this.#closed) return Promise.reject(this.#closedError());
     if (!this.#features) return Promise.reject(this.#downError());
     return new Promise<R>((resolve, reject) => {
@@ -438,7 +322,7 @@ export class OpenflowConnection {
         this.#inFlight--;
         this.#pump();
       };
-      const handle: OpHandle<R> = {
+      const handle: Exchange<R> = {
         handle: () => undefined,
         allocate: () => {
           const xid = this.#allocateXid();
@@ -713,17 +597,4 @@ export class OpenflowConnection {
     }, this.#echoTimeoutMs);
     this.#echoTimer.unref();
   }
-}
-
-/** What an operation's `start` uses to send and to settle. */
-interface OpHandle<R> {
-  /** Set by `start`: each message routed to the operation (by one of its xids). */
-  handle: (header: OfpHeader, body: Buffer) => void;
-  /** A fresh xid routed to this operation. */
-  allocate: () => number;
-  write: (type: number, xid: number, body?: Uint8Array) => void;
-  /** allocate + write; returns the xid. */
-  send: (type: number, body?: Uint8Array) => number;
-  resolve: (value: R) => void;
-  reject: (err: Error) => void;
 }
