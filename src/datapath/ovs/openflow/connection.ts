@@ -246,7 +246,9 @@ export class OpenflowConnection {
    * The messages as one bundle (ONF EXT-230 on 1.3; see bundle.ts): OPEN, ADD each, CLOSE, then
    * COMMIT when no ADD drew an ERROR, else DISCARD. Rejects with the OpenflowError of the first
    * failing message, its index included; with `atomic` (the default) nothing of a failed bundle is
-   * applied (see exchange.ts for how). Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
+   * applied (see exchange.ts for how). A message refused at ADD discards the bundle whatever the
+   * flags; `atomic: false` matters only for errors at commit (OVS then keeps what it applied).
+   * Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
    */
   bundle(messages: OutgoingMessage[], options: BundleOptions = {}): Promise<void> {
     if (this.version === OFP10_VERSION) {
