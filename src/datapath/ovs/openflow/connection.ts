@@ -247,7 +247,8 @@ export class OpenflowConnection {
    * COMMIT when no ADD drew an ERROR, else DISCARD. Rejects with the OpenflowError of the first
    * failing message, its index included; with `atomic` (the default) nothing of a failed bundle is
    * applied (see exchange.ts for how). A message refused at ADD discards the bundle whatever the
-   * flags; `atomic: false` matters only for errors at commit (OVS then keeps what it applied).
+   * flags, and OVS reverts a commit that fails whatever the flags too; in OVS, OFPBF_ATOMIC only
+   * refuses PORT_MODs (which it cannot apply atomically) at commit.
    * Equivalent to: `ovs-ofctl -O OpenFlow13 --bundle add-flows`.
    */
   bundle(messages: OutgoingMessage[], options: BundleOptions = {}): Promise<void> {
