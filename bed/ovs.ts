@@ -87,9 +87,7 @@ export class OvsInstance {
 
   /** Kills one daemon with `signal` (SIGKILL: no cleanup at all) and waits until it has exited. */
   async killDaemon(daemon: OvsDaemon, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    const child = this.#children.find(
-      (c) => c.spawnargs.includes(daemon) && c.exitCode === null && c.signalCode === null,
-    );
+    const child = this.#running(daemon);
     if (!child) throw new Error(`${daemon} is not running`);
     const exited = new Promise((res) => child.once('exit', res));
     child.kill(signal);
@@ -114,6 +112,26 @@ export class OvsInstance {
     return r.stdout;
   }
 
+  /** ovs-vswitchd's PID (e.g. to SIGSTOP it). */
+  get vswitchdPid(): number | undefined {
+    return this.#running('ovs-vswitchd')?.pid;
+  }
+
+  /**
+   * A switch crash and restart: SIGKILL to ovs-vswitchd, then the same command again; resolves once
+   * its control socket is back. The database (bridges, ports) is untouched; the flows are gone.
+   */
+  async restartVswitchd(): Promise<void> {
+    if (this.#running('ovs-vswitchd')) await this.killDaemon('ovs-vswitchd');
+    await this.startDaemon('ovs-vswitchd');
+  }
+
+  #running(daemon: OvsDaemon): ChildProcess | undefined {
+    return this.#children.find(
+      (c) => c.spawnargs.includes(daemon) && c.exitCode === null && c.signalCode === null,
+    );
+  }
+
   /** Stops both daemons (SIGTERM, then SIGKILL after 5 s) and removes the directory. Idempotent. */
   async stop(): Promise<void> {
     for (const child of this.#children.reverse()) {
@@ -128,7 +146,7 @@ export class OvsInstance {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  #spawn(daemon: string, args: string[]): void {
+  #spawn(daemon: string, args: string[]): ChildProcess {
     // `ip netns exec` execs the daemon in place, so the child's PID is the daemon's.
     const child = spawn('ip', ['netns', 'exec', this.nodeNs, daemon, ...args], {
       env: this.#env,
@@ -138,6 +156,7 @@ export class OvsInstance {
       this.stderr += d.toString();
     });
     this.#children.push(child);
+    return child;
   }
 
   async #waitFor(path: string): Promise<void> {
