@@ -1,0 +1,50 @@
+/**
+ * Every flow set pipeline.ts can produce, by name: pipelineFlows with and without an uplink and with
+ * zero, one or two gateway IPv4 addresses; podFlows for IPv4-only, IPv6-only and dual-stack pods,
+ * untagged and in a VLAN; vlanFloodFlow with and without an uplink, and with no local pod (drop).
+ * Shared by the golden test (ovs-ofctl's own printing) and the real-switch test.
+ */
+import { pipelineFlows, podCookie, podFlows, vlanFloodFlow } from '../../../../src/datapath/ovs/pipeline.js';
+
+const GW_MAC = '02:AA:BB:CC:DD:EE';
+
+export function flowCases(): Map<string, string[]> {
+  const cases = new Map<string, string[]>();
+  for (const ipv4s of [[], ['10.244.1.1'], ['10.244.1.1', '192.168.50.7']]) {
+    for (const uplinkOfport of [undefined, 3]) {
+      const name = `pipeline ipv4s=${ipv4s.length}${uplinkOfport === undefined ? '' : ' uplink'}`;
+      cases.set(
+        name,
+        pipelineFlows(
+          uplinkOfport === undefined
+            ? { ofport: 1, mac: GW_MAC, ipv4s }
+            : { ofport: 1, mac: GW_MAC, ipv4s, uplinkOfport },
+        ),
+      );
+    }
+  }
+  const stacks: Record<string, string[]> = {
+    ipv4: ['10.244.1.2'],
+    ipv6: ['fd00:10:244:1:0:0:0:2'],
+    dual: ['10.244.1.3', 'fd00:10:244:1::3'],
+  };
+  for (const [stack, ips] of Object.entries(stacks)) {
+    for (const vlan of [0, 100, 4094]) {
+      const cookie = podCookie(`pw-${stack}-${vlan}`);
+      cases.set(
+        `pod ${stack} vlan=${vlan}`,
+        podFlows({ ofport: 7, mac: '0A:58:0A:F4:01:02', ips, cookie, vlan }),
+      );
+    }
+  }
+  cases.set('vlan flood, no uplink', [vlanFloodFlow(100, [7, 8])]);
+  cases.set('vlan flood, uplink', [vlanFloodFlow(100, [7, 8], 3)]);
+  cases.set('vlan flood, uplink only', [vlanFloodFlow(4094, [], 3)]);
+  cases.set('vlan flood, nothing (drop)', [vlanFloodFlow(200, [])]);
+  return cases;
+}
+
+/** Every case's flows, one list (a flow appears once per case it is in). */
+export function allCaseFlows(): string[] {
+  return [...flowCases().values()].flat();
+}
