@@ -14,6 +14,8 @@ import { must, run } from './exec.js';
 
 const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
 
+export type OvsDaemon = 'ovsdb-server' | 'ovs-vswitchd';
+
 /** True when the OVS userspace tools this bed needs are installed. */
 export function ovsAvailable(): boolean {
   return existsSync(SCHEMA) && existsSync('/usr/sbin/ovs-vswitchd') && existsSync('/usr/sbin/ovsdb-server');
@@ -46,32 +48,51 @@ export class OvsInstance {
   static async start(nodeNs: string): Promise<OvsInstance> {
     const ovs = new OvsInstance(nodeNs);
     try {
-      const db = join(ovs.dir, 'conf.db');
-      await must('ovsdb-tool', ['create', db, SCHEMA]);
-      ovs.#spawn('ovsdb-server', [
-        db,
-        `--remote=punix:${join(ovs.dir, 'db.sock')}`,
-        `--unixctl=${join(ovs.dir, 'ovsdb-server.ctl')}`,
-        `--log-file=${join(ovs.dir, 'ovsdb-server.log')}`,
-        '--no-chdir',
-        '-vconsole:off',
-      ]);
-      await ovs.#waitFor(join(ovs.dir, 'db.sock'));
+      await must('ovsdb-tool', ['create', join(ovs.dir, 'conf.db'), SCHEMA]);
+      await ovs.startDaemon('ovsdb-server');
       const init = await run('ovs-vsctl', [`--db=${ovs.ovsdb}`, '--no-wait', 'init'], { env: ovs.#env });
       if (init.code !== 0) throw new Error(`ovs-vsctl init: ${init.stderr}`);
-      ovs.#spawn('ovs-vswitchd', [
-        ovs.ovsdb,
-        `--unixctl=${join(ovs.dir, 'ovs-vswitchd.ctl')}`,
-        `--log-file=${join(ovs.dir, 'ovs-vswitchd.log')}`,
-        '--no-chdir',
-        '-vconsole:off',
-      ]);
-      await ovs.#waitFor(join(ovs.dir, 'ovs-vswitchd.ctl'));
+      await ovs.startDaemon('ovs-vswitchd');
       return ovs;
     } catch (err) {
       await ovs.stop();
       throw err;
     }
+  }
+
+  /**
+   * Starts one daemon (again, after `killDaemon`) with the arguments it always gets, and resolves once
+   * its control socket (ovsdb-server: also db.sock) is there. No flow restore, unlike Debian's init
+   * script: a restarted ovs-vswitchd starts with an empty flow table.
+   */
+  async startDaemon(daemon: OvsDaemon): Promise<void> {
+    const ctl = join(this.dir, `${daemon}.ctl`);
+    rmSync(ctl, { force: true });
+    const common = [
+      `--unixctl=${ctl}`,
+      `--log-file=${join(this.dir, `${daemon}.log`)}`,
+      '--no-chdir',
+      '-vconsole:off',
+    ];
+    if (daemon === 'ovsdb-server') {
+      const sock = join(this.dir, 'db.sock');
+      rmSync(sock, { force: true });
+      this.#spawn(daemon, [join(this.dir, 'conf.db'), `--remote=punix:${sock}`, ...common]);
+      await this.#waitFor(sock);
+    } else {
+      this.#spawn(daemon, [this.ovsdb, ...common]);
+    }
+    await this.#waitFor(ctl);
+  }
+
+  /** Kills one daemon with `signal` (SIGKILL: no cleanup at all) and waits until it has exited. */
+  async killDaemon(daemon: OvsDaemon, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.#running(daemon);
+    if (!child) throw new Error(`${daemon} is not running`);
+    const exited = new Promise((res) => child.once('exit', res));
+    child.kill(signal);
+    await exited;
+    this.#children.splice(this.#children.indexOf(child), 1);
   }
 
   /** The switch argument of ovs-ofctl for `bridge`. */
@@ -91,6 +112,26 @@ export class OvsInstance {
     return r.stdout;
   }
 
+  /** ovs-vswitchd's PID (e.g. to SIGSTOP it). */
+  get vswitchdPid(): number | undefined {
+    return this.#running('ovs-vswitchd')?.pid;
+  }
+
+  /**
+   * A switch crash and restart: SIGKILL to ovs-vswitchd, then the same command again; resolves once
+   * its control socket is back. The database (bridges, ports) is untouched; the flows are gone.
+   */
+  async restartVswitchd(): Promise<void> {
+    if (this.#running('ovs-vswitchd')) await this.killDaemon('ovs-vswitchd');
+    await this.startDaemon('ovs-vswitchd');
+  }
+
+  #running(daemon: OvsDaemon): ChildProcess | undefined {
+    return this.#children.find(
+      (c) => c.spawnargs.includes(daemon) && c.exitCode === null && c.signalCode === null,
+    );
+  }
+
   /** Stops both daemons (SIGTERM, then SIGKILL after 5 s) and removes the directory. Idempotent. */
   async stop(): Promise<void> {
     for (const child of this.#children.reverse()) {
@@ -105,7 +146,7 @@ export class OvsInstance {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  #spawn(daemon: string, args: string[]): void {
+  #spawn(daemon: string, args: string[]): ChildProcess {
     // `ip netns exec` execs the daemon in place, so the child's PID is the daemon's.
     const child = spawn('ip', ['netns', 'exec', this.nodeNs, daemon, ...args], {
       env: this.#env,
@@ -115,6 +156,7 @@ export class OvsInstance {
       this.stderr += d.toString();
     });
     this.#children.push(child);
+    return child;
   }
 
   async #waitFor(path: string): Promise<void> {

@@ -52,6 +52,10 @@ const configMap = findOne<K8sObject & { data: Record<string, string> }>(manifest
 const agentYaml = configMap.data['agent.yaml'] ?? '';
 const conflistText = configMap.data['10-podwire.conflist'] ?? '';
 const installer = readFileSync(join(DEPLOY_DIR, 'install-cni.mjs'), 'utf8');
+const ovsScript = readFileSync(join(DEPLOY_DIR, 'ovs-switch.mjs'), 'utf8');
+const ovs = container(pod.containers, 'ovs');
+const ovsModule = container(pod.initContainers, 'ovs-module');
+const OVS_SCRIPT = '/opt/podwire/deploy/ovs-switch.mjs';
 
 describe('deploy/ against the Kubernetes schema', () => {
   test('the documents are the expected objects, namespaced in kube-system', () => {
@@ -141,9 +145,29 @@ describe('deploy/ against podwire', () => {
     });
   });
 
-  test('the init container and the agent run the same image', () => {
-    assert.equal(init.image, agent.image);
+  test('every container, init containers included, runs the same image', () => {
+    for (const c of [...(pod.initContainers ?? []), ...pod.containers])
+      assert.equal(c.image, agent.image, c.name);
     assert.ok(init.command?.includes('/opt/podwire/deploy/install-cni.mjs'));
+  });
+
+  test("every container's mounts name a volume of the pod, and every volume is mounted", () => {
+    const names = (pod.volumes ?? []).map((v) => v.name);
+    assert.equal(new Set(names).size, names.length, 'volume names are unique');
+    const used = new Set<string>();
+    for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+      const paths = (c.volumeMounts ?? []).map((m) => m.mountPath);
+      assert.equal(new Set(paths).size, paths.length, `${c.name}: one mount per path`);
+      for (const m of c.volumeMounts ?? []) {
+        assert.ok(names.includes(m.name), `${c.name}: mount ${m.mountPath} names no volume (${m.name})`);
+        used.add(m.name);
+      }
+    }
+    assert.deepEqual(
+      names.filter((n) => !used.has(n)),
+      [],
+      'volumes no container mounts',
+    );
   });
 
   test("the agent's config file is the one the init container writes", () => {
@@ -249,5 +273,120 @@ describe('deploy/ against podwire', () => {
     // The programs the agent runs: nft (src/kernel/nft.ts) and ovs-ofctl (src/datapath/ovs/ofctl.ts).
     assert.match(finalStage, /apt-get install [^\n]*\bnftables\b/);
     assert.match(finalStage, /apt-get install [^\n]*\bopenvswitch-common\b/);
+    // The ovs container's daemons and tools, and the ovs-module init container's modprobe.
+    assert.match(finalStage, /apt-get install [^\n]*\bopenvswitch-switch\b/);
+    assert.match(finalStage, /apt-get install [^\n]*\bkmod\b/);
+    assert.match(finalStage, /^COPY deploy\/ovs-switch\.mjs deploy\/ovs-switch\.mjs$/m);
+  });
+
+  test('the build context (Dockerfile.dockerignore) lets every COPY source through', () => {
+    const dockerfile = readFileSync(join(DEPLOY_DIR, 'Dockerfile'), 'utf8');
+    const rules = readFileSync(join(DEPLOY_DIR, 'Dockerfile.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    // The file excludes everything (`*`) and lets named paths back in (`!PATH`, a directory with its contents).
+    assert.equal(rules[0], '*');
+    const allowed = rules.filter((r) => r.startsWith('!')).map((r) => r.slice(1).replace(/\/$/, ''));
+    const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+)$/gm)].flatMap((m) =>
+      (m[1] as string).split(/\s+/).slice(0, -1),
+    );
+    for (const src of sources) {
+      const path = src.replace(/\/$/, '');
+      assert.ok(
+        allowed.some((a) => path === a || path.startsWith(`${a}/`)),
+        `COPY ${src}: excluded from the build context`,
+      );
+    }
+  });
+});
+
+describe('deploy/ runs the OVS datapath, selected by one ConfigMap key', () => {
+  // The ConfigMap as an operator turns OVS on: the one line `datapath: linux-bridge` becomes `datapath: ovs`.
+  const datapathLine = /^datapath: linux-bridge$/m;
+  const ovsYaml = agentYaml.replace(datapathLine, 'datapath: ovs');
+  const ovsConfig = parseAgentConfig(ovsYaml);
+  const dbSocket = ovsConfig.ovsdb.slice('unix:'.length);
+
+  test('the key is `datapath`, once in agent.yaml; changed alone, the agent parses an OVS configuration on the defaults the DaemonSet serves', () => {
+    assert.equal(agentYaml.match(new RegExp(datapathLine.source, 'gm'))?.length, 1);
+    assert.equal(ovsConfig.datapath, 'ovs');
+    assert.equal(
+      ovsConfig.ovsDatapathType,
+      'system',
+      'the kernel datapath: the init container loads its module',
+    );
+    // The agent's default, unchanged by the ConfigMap: the DaemonSet mounts its directory.
+    assert.equal(ovsConfig.ovsdb, DEFAULT_CONFIG.ovsdb);
+    assert.equal(ovsConfig.ovsdb, 'unix:/run/openvswitch/db.sock');
+    assert.doesNotMatch(
+      agentYaml,
+      /^(ovsdb|ovsDatapathType|gateway):/m,
+      'no OVS key needs setting besides datapath',
+    );
+    // The rest of the configuration is the Linux bridge one, key for key.
+    const { datapath: _a, ...rest } = ovsConfig;
+    const { datapath: _b, ...bridgeRest } = parseAgentConfig(agentYaml);
+    assert.deepEqual(rest, bridgeRest);
+  });
+
+  test("the ovs container and the ovs-module init container read that key from the agent's own agent.yaml, with its parser", () => {
+    for (const c of [ovs, ovsModule]) {
+      const read = mountFor(pod, c, '/etc/podwire/agent.yaml');
+      assert.equal(read.mount.name, mountFor(pod, agent, '/etc/podwire/agent.yaml').mount.name, c.name);
+      assert.equal(read.mount.readOnly, true, `${c.name}: reads, never writes, the agent's config`);
+    }
+    assert.match(ovsScript, /env\('PODWIRE_CONFIG', '\/etc\/podwire\/agent\.yaml'\)/);
+    assert.match(ovsScript, /import \{ parseAgentConfig \} from '\.\.\/dist\/src\/agent\/config\.js';/);
+    // After install-cni, which renders that file.
+    const inits = (pod.initContainers ?? []).map((c) => c.name);
+    assert.ok(inits.indexOf('install-cni') < inits.indexOf('ovs-module'), inits.join(', '));
+  });
+
+  test("the ovsdb socket's directory is the host's /run/openvswitch, mounted writable in the ovs container and the agent", () => {
+    assert.equal(dirname(dbSocket), '/run/openvswitch');
+    for (const c of [ovs, agent]) {
+      const { mount, volume: v } = mountFor(pod, c, dbSocket);
+      assert.equal(mount.mountPath, '/run/openvswitch', c.name);
+      assert.equal(v.hostPath?.path, '/run/openvswitch', c.name);
+      assert.notEqual(mount.readOnly, true, c.name);
+    }
+    // BRIDGE.mgmt, the agent's OpenFlow socket, is beside db.sock: the same mount.
+    assert.equal(
+      mountFor(pod, agent, `/run/openvswitch/${ovsConfig.bridge}.mgmt`).mount.name,
+      mountFor(pod, ovs, dbSocket).mount.name,
+    );
+  });
+
+  test("the database is on the host's /var/lib/openvswitch, where the script keeps conf.db", () => {
+    const { mount, volume: v } = mountFor(pod, ovs, '/var/lib/openvswitch/conf.db');
+    assert.equal(mount.mountPath, '/var/lib/openvswitch');
+    assert.equal(v.hostPath?.path, '/var/lib/openvswitch');
+    assert.equal(v.hostPath?.type, 'DirectoryOrCreate');
+    assert.notEqual(mount.readOnly, true);
+    assert.match(ovsScript, /env\('PODWIRE_OVS_DB_DIR', '\/var\/lib\/openvswitch'\)/);
+    // The agent talks to the database over db.sock only: no second writer of conf.db.
+    assert.throws(() => mountFor(pod, agent, '/var/lib/openvswitch/conf.db'), /nothing mounted/);
+  });
+
+  test('the ovs container runs the supervisor, privileged, before the agent, held by its postStart until the switch answers, probed', () => {
+    assert.deepEqual(ovs.command, ['node', OVS_SCRIPT, 'run']);
+    assert.equal(ovs.securityContext?.privileged, true);
+    const names = pod.containers.map((c) => c.name);
+    assert.ok(names.indexOf('ovs') < names.indexOf('agent'), names.join(', '));
+    assert.deepEqual(ovs.lifecycle?.postStart?.exec?.command, ['node', OVS_SCRIPT, 'wait']);
+    assert.deepEqual(ovs.readinessProbe?.exec?.command, ['node', OVS_SCRIPT, 'probe']);
+    assert.deepEqual(ovs.livenessProbe?.exec?.command, ['node', OVS_SCRIPT, 'probe']);
+    for (const cmd of ['run', 'wait', 'probe', 'load-module'])
+      assert.match(ovsScript, new RegExp(`'?${cmd}'?: `));
+  });
+
+  test("the ovs-module init container runs load-module, privileged, with the host's /lib/modules read-only", () => {
+    assert.deepEqual(ovsModule.command, ['node', OVS_SCRIPT, 'load-module']);
+    assert.equal(ovsModule.securityContext?.privileged, true);
+    const { mount, volume: v } = mountFor(pod, ovsModule, '/lib/modules/6.1.0/modules.dep');
+    assert.equal(mount.mountPath, '/lib/modules');
+    assert.equal(mount.readOnly, true);
+    assert.equal(v.hostPath?.path, '/lib/modules');
   });
 });

@@ -49,6 +49,7 @@ export interface VolumeMount {
 
 export interface Probe {
   httpGet?: { host?: string; port: number; path: string };
+  exec?: { command: string[] };
 }
 
 export interface Container {
@@ -59,6 +60,7 @@ export interface Container {
   securityContext?: { privileged?: boolean; runAsUser?: number };
   readinessProbe?: Probe;
   livenessProbe?: Probe;
+  lifecycle?: { postStart?: { exec?: { command: string[] } } };
   volumeMounts?: VolumeMount[];
 }
 
