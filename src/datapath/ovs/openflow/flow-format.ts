@@ -10,7 +10,7 @@ import { NX_CT_F, NX_CT_RECIRC_NONE, OFPP, type OfpAction } from './actions.js';
 import type { Flow } from './flow.js';
 import type { FlowStats } from './flow-stats.js';
 import type { OfpInstruction } from './instructions.js';
-import { FIELDS, type FieldDef, fieldByName, fieldDef, OFPXMC, type OxmField } from './oxm.js';
+import { FIELDS, type FieldDef, fieldByName, fieldDef, type OxmField } from './oxm.js';
 
 const hex = (b: Buffer) => b.toString('hex');
 
@@ -196,10 +196,4 @@ export function toFlowEntry(s: FlowStats): FlowEntry {
     packets: Number(s.packetCount),
     bytes: Number(s.byteCount),
   };
-}
-
-/** The class name of an OXM class, for messages. */
-export function oxmClassName(oxmClass: number): string {
-  const entry = Object.entries(OFPXMC).find(([, v]) => v === oxmClass);
-  return entry ? `OFPXMC_${entry[0]}` : `0x${oxmClass.toString(16)}`;
 }

@@ -8,7 +8,6 @@
  * (0x0001, "NXM_NX_*": registers, conntrack and the rest). OFPXMC_EXPERIMENTER (0xffff) TLVs carry a
  * 32-bit experimenter id after the header; they are decoded and kept, not interpreted.
  */
-import { DecodeError } from '../../../base/errors.js';
 import { type CodecReader, pad8 } from './codec-reader.js';
 
 export const OFPXMC = {
@@ -279,11 +278,4 @@ export function normalizeOxm(f: OxmField): OxmField | null {
   }
   const value = Buffer.from(f.value.map((b, i) => b & (f.mask?.[i] ?? 0)));
   return { ...f, value };
-}
-
-export function assertKnownField(f: OxmField, where: string): FieldDef {
-  const d = fieldDef(f.oxmClass, f.field);
-  if (!d)
-    throw new DecodeError(`${where}: unknown OXM field class 0x${f.oxmClass.toString(16)} field ${f.field}`);
-  return d;
 }
