@@ -88,6 +88,11 @@ export interface Datapath {
    * Linux bridge's "GATEWAY_ARP_GUARD": ARP the node tried to send as someone else).
    */
   dropCounters?(): Promise<Array<{ guard: string; packets: number }>>;
+  /**
+   * Counters of a datapath that talks to a switch daemon (OVS): connections made again after one was
+   * lost, by connection, and replays of the whole wanted state after the switch came back.
+   */
+  switchCounters?(): { reconnects: Record<string, number>; replays: number; replayedFlows: number };
   /** Releases the datapath's own resources; leaves the node-side objects so running pods keep working. */
   stop(): Promise<void>;
 }

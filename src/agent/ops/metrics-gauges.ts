@@ -60,6 +60,34 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
         })),
     },
     {
+      name: 'podwire_datapath_reconnects_total',
+      help: 'Connections to the switch daemon made again after one was lost, by connection (OVS: openflow, ovsdb).',
+      type: 'counter',
+      read: () =>
+        Object.entries(ctx.datapath.switchCounters?.().reconnects ?? {}).map(([connection, value]) => ({
+          labels: { connection },
+          value,
+        })),
+    },
+    {
+      name: 'podwire_datapath_replays_total',
+      help: "Replays of the datapath's whole wanted state into a switch that came back (OVS).",
+      type: 'counter',
+      read: () => {
+        const c = ctx.datapath.switchCounters?.();
+        return c ? [{ labels: {}, value: c.replays }] : [];
+      },
+    },
+    {
+      name: 'podwire_datapath_replayed_flows_total',
+      help: 'Flows those replays had to add, change or delete (0 when the switch kept its table).',
+      type: 'counter',
+      read: () => {
+        const c = ctx.datapath.switchCounters?.();
+        return c ? [{ labels: {}, value: c.replayedFlows }] : [];
+      },
+    },
+    {
       name: 'podwire_egress_masqueraded_packets_total',
       help: "Packets from this node's pods that left with the node's address (egress masquerade), by family.",
       type: 'counter',

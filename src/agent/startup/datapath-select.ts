@@ -36,7 +36,9 @@ export function createDatapath(
         gateway: config.gateway,
         ovsdb: config.ovsdb,
         datapathType: config.ovsDatapathType,
-        ...(log ? { warn: (msg, fields) => log.warn(msg, fields) } : {}),
+        ...(log
+          ? { warn: (msg, fields) => log.warn(msg, fields), info: (msg, fields) => log.info(msg, fields) }
+          : {}),
       });
   }
 }

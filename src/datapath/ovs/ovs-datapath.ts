@@ -1,16 +1,20 @@
 /**
  * The Open vSwitch datapath: pods' host veths are ports of one OVS bridge, the gateway is an OVS
  * internal port holding the first address of each pod CIDR, and the OpenFlow pipeline of
- * `pipeline.ts` decides who may say what. OVSDB is spoken directly (no ovs-vsctl); flows go through
- * one `ovs-ofctl --bundle` process per pod operation.
+ * `pipeline.ts` decides who may say what. OVSDB is spoken directly (no ovs-vsctl); flows go over one
+ * persistent OpenFlow 1.3 connection to the bridge (openflow/flow-table.ts), each pod operation's
+ * flows in one atomic bundle. No process is spawned in ADD, DEL or CHECK.
  *
- * Everything podwire needs to rebuild a pod's flows is in the external_ids of its Port row, so a
- * restarted agent re-derives the whole flow table from OVSDB and `replace-flows` leaves every flow
- * that is still right untouched: running pods never see a gap.
+ * Everything podwire needs to rebuild a pod's flows is in the external_ids of its Port row, so the
+ * whole wanted flow table can be derived from OVSDB at any time ("replay"), and a replace leaves
+ * every flow that is still right untouched: running pods never see a gap. A replay runs at start
+ * and whenever the OpenFlow connection comes back (a restarted ovs-vswitchd starts with an empty
+ * table and forgets no-flood marks) or OVSDB does. While the switch is away or a replay runs, ADD
+ * and CHECK answer "not available" at once; DEL still succeeds (the next replay drops what it left).
  */
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CheckFailedError, DatapathError, type PodwireError } from '../../base/errors.js';
+import { CheckFailedError, DatapathError, NotAvailableError, type PodwireError } from '../../base/errors.js';
 import { randomLocalMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
@@ -18,11 +22,12 @@ import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
-import { diffFlows, parseFlow } from './flow-text.js';
-import { Ofctl } from './ofctl.js';
+import { formatFlow } from './openflow/flow-format.js';
+import { diffFlowSets } from './openflow/flow-key.js';
+import { parseFlowText } from './openflow/flow-parse.js';
+import { FlowTable } from './openflow/flow-table.js';
 import { OvsdbClient } from './ovsdb-client.js';
 import {
-  cookieText,
   type GatewayFlowsInput,
   PIPELINE_COOKIE,
   pipelineFlows,
@@ -62,8 +67,23 @@ export interface OvsDatapathOptions {
   openflow?: string;
   /** How long ovs-vswitchd may take to open a port. */
   portTimeoutMs?: number;
-  /** Told when the uplink's ARP guard cannot be installed (uplink-arp-guard.ts). */
+  /** Told when the uplink's ARP guard cannot be installed (uplink-arp-guard.ts), and of switch outages. */
   warn?: (message: string, fields: Record<string, unknown>) => void;
+  /** Told when the switch is back and its flows are replayed. */
+  info?: (message: string, fields: Record<string, unknown>) => void;
+  /** How long start() waits for the bridge's OpenFlow connection. */
+  connectTimeoutMs?: number;
+}
+
+/** Counters of the connections to the switch (`podwire_ovs_*` metrics). */
+export interface OvsSwitchCounters {
+  /** OpenFlow connections made again after one was lost. */
+  openflowReconnects: number;
+  /** OVSDB connections made again after one was lost. */
+  ovsdbReconnects: number;
+  /** Replays of the whole wanted state, and the flows they had to add or delete. */
+  replays: number;
+  replayedFlows: number;
 }
 
 /** The OpenFlow versions the bridge speaks: 1.0 for no-flood ports, 1.3 for tools, 1.4+ for bundles. */
@@ -104,8 +124,26 @@ export class OvsDatapath implements Datapath {
    * offload on, TCP segments leave the pod with no checksum filled in, and the peer drops them.
    */
   readonly podTxChecksumming: boolean;
-  readonly ofctl: Ofctl;
   readonly #o: OvsDatapathOptions;
+  readonly #openflowTarget: string;
+  /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
+  #flows: FlowTable | undefined;
+  /** True while the switch holds the wanted state: connected, and replayed since it (re)connected. */
+  #switchReady = false;
+  /** The replay running now, if any. */
+  #replaying: Promise<void> | undefined;
+  #replayRetry: NodeJS.Timeout | undefined;
+  /** Port operations (attach, detach, CHECK) in flight: a replay waits for them to settle. */
+  #portOps = 0;
+  #portOpsSettled: (() => void) | undefined;
+  /** Pod ports whose removal from OVSDB waits for OVSDB to come back (DEL during an outage). */
+  readonly #pendingRemovals = new Set<string>();
+  readonly counters: OvsSwitchCounters = {
+    openflowReconnects: 0,
+    ovsdbReconnects: 0,
+    replays: 0,
+    replayedFlows: 0,
+  };
   readonly #portTimeoutMs: number;
   /** The OVSDB connection; replaced on the next operation once it has failed. */
   #client: OvsdbClient | undefined;
@@ -121,9 +159,7 @@ export class OvsDatapath implements Datapath {
     this.#o = options;
     this.podTxChecksumming = options.datapathType !== 'netdev';
     this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
-    this.ofctl = new Ofctl({
-      target: options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge),
-    });
+    this.#openflowTarget = options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge);
   }
 
   /**
@@ -139,6 +175,8 @@ export class OvsDatapath implements Datapath {
       this.#started = false;
       this.#client?.destroy();
       this.#client = undefined;
+      await this.#flows?.close();
+      this.#flows = undefined;
       throw err;
     }
   }
@@ -150,14 +188,51 @@ export class OvsDatapath implements Datapath {
     const gw = await this.#ensureGateway(vs);
     this.#configureGatewayLink(gw.mac);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
-    const flows = pipelineFlows(this.#gateway);
+    const flows = new FlowTable(this.#openflowTarget, { backoffMs: { initial: 50, max: 500 } });
+    this.#flows = flows;
+    await flows.waitUp(o.connectTimeoutMs ?? 10_000).catch((err: Error) => {
+      throw new DatapathError(`OVS bridge ${o.bridge}: no OpenFlow connection to ${this.#openflowTarget}`, {
+        cause: err,
+      });
+    });
+    await this.#installAll(flows);
+    flows.connection.onDown((reason) => {
+      this.#switchReady = false;
+      o.warn?.('OVS switch connection lost: ADD answers "not available" until it is back', {
+        bridge: o.bridge,
+        reason: reason.message,
+      });
+    });
+    flows.connection.onUp(() => {
+      this.counters.openflowReconnects++;
+      this.#replay('OpenFlow connection back');
+    });
+    this.#switchReady = true;
+    this.#started = true;
+  }
+
+  /**
+   * Makes the switch hold the whole wanted state, derived from OVSDB: the pipeline (with the gateway's
+   * and uplink's OpenFlow ports as OVSDB has them now), every pod port's flows and the VLANs'
+   * multicast flows, replacing only what differs; then the no-flood mark of every VLAN pod's port.
+   */
+  async #installAll(flows: FlowTable): Promise<number> {
+    const vs = await this.#db();
     const rows = await vs.ports();
+    const gw = this.#requireGateway(true);
+    const gwRow = rows.find((r) => r.name === this.#o.gateway);
+    if (gwRow?.ofport !== undefined && gwRow.ofport > 0) gw.ofport = gwRow.ofport;
+    if (gw.uplinkOfport !== undefined) {
+      const up = rows.find((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK);
+      if (up?.ofport !== undefined && up.ofport > 0) gw.uplinkOfport = up.ofport;
+    }
+    const want = pipelineFlows(gw);
     const vlanPorts: string[] = [];
     for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
       if (!rec || row.ofport === undefined || row.ofport < 1) continue;
-      flows.push(
+      want.push(
         ...podFlows({
           ofport: row.ofport,
           mac: rec.mac,
@@ -168,11 +243,89 @@ export class OvsDatapath implements Datapath {
       );
       if (rec.vlan) vlanPorts.push(row.name);
     }
-    flows.push(...vlanFloodFlows(rows, undefined));
-    await this.ofctl.replaceFlows(flows);
+    want.push(...vlanFloodFlows(rows, gw.uplinkOfport));
+    const outcome = await flows.replace(want);
     // Like flows, no-flood does not outlive ovs-vswitchd: set it again.
-    for (const name of vlanPorts) await this.ofctl.setNoFlood(name);
-    this.#started = true;
+    for (const name of vlanPorts) await flows.setNoFlood(name);
+    return outcome.added + outcome.deleted;
+  }
+
+  /**
+   * Replays the wanted state (#installAll) once the port operations in flight have settled; until it
+   * is done ADD and CHECK answer "not available". Retried every 500 ms while it fails and the switch
+   * is connected.
+   */
+  #replay(why: string): void {
+    if (!this.#started) return;
+    this.#switchReady = false;
+    clearTimeout(this.#replayRetry);
+    const previous = this.#replaying ?? Promise.resolve();
+    const run = async (): Promise<void> => {
+      await previous;
+      const flows = this.#flows;
+      if (!this.#started || !flows?.connection.connected) return;
+      while (this.#portOps > 0) await new Promise<void>((resolve) => (this.#portOpsSettled = resolve));
+      const started = performance.now();
+      const changed = await this.#installAll(flows);
+      await this.#removePending();
+      this.counters.replays++;
+      this.counters.replayedFlows += changed;
+      this.#switchReady = flows.connection.connected;
+      this.#o.info?.('OVS switch state replayed', {
+        bridge: this.#o.bridge,
+        why,
+        flowsChanged: changed,
+        ms: Math.round(performance.now() - started),
+      });
+    };
+    const replaying: Promise<void> = run()
+      .catch((err: Error) => {
+        this.#o.warn?.('OVS switch replay failed; retrying', {
+          bridge: this.#o.bridge,
+          why,
+          error: err.message,
+        });
+        this.#replayRetry = setTimeout(() => {
+          if (this.#flows?.connection.connected) this.#replay(why);
+        }, 500);
+        this.#replayRetry.unref();
+      })
+      .finally(() => {
+        if (this.#replaying === replaying) this.#replaying = undefined;
+      });
+    this.#replaying = replaying;
+  }
+
+  /** Runs one port operation; a replay starts only once none is in flight. */
+  async #portOp<T>(fn: () => Promise<T>): Promise<T> {
+    this.#portOps++;
+    try {
+      return await fn();
+    } finally {
+      this.#portOps--;
+      if (this.#portOps === 0) this.#portOpsSettled?.();
+    }
+  }
+
+  /** The flow table, when the switch holds the wanted state; else "not available" (CNI 50), at once. */
+  #readyFlows(): FlowTable {
+    const flows = this.#flows;
+    if (!this.#started || !flows) throw new DatapathError('OVS datapath not started');
+    if (!this.#switchReady) {
+      const why = flows.connection.connected ? 'its flows are being replayed' : 'it is not reachable';
+      throw new NotAvailableError(`OVS bridge ${this.#o.bridge} is not ready (${why}): try again`);
+    }
+    return flows;
+  }
+
+  /** Removes the OVSDB rows of pods deleted while OVSDB was away (their veths are gone). */
+  async #removePending(): Promise<void> {
+    for (const name of [...this.#pendingRemovals]) {
+      const vs = await this.#db();
+      const row = await vs.port(name);
+      if (row?.externalIds[EXT_ROLE] === ROLE_POD) await vs.removePort(name, row);
+      this.#pendingRemovals.delete(name);
+    }
   }
 
   /**
@@ -183,6 +336,11 @@ export class OvsDatapath implements Datapath {
    * adopts the recorded port.
    */
   async attachPort(port: PodPort): Promise<void> {
+    const flows = this.#readyFlows();
+    await this.#portOp(() => this.#attachPort(flows, port));
+  }
+
+  async #attachPort(flows: FlowTable, port: PodPort): Promise<void> {
     const vs = await this.#db();
     if (port.podMac === '') {
       const row = await vs.port(port.hostIfname);
@@ -203,14 +361,14 @@ export class OvsDatapath implements Datapath {
     await vs.addPort(port.hostIfname, { externalIds: podExternalIds(record) });
     const row = await vs.waitOfport(port.hostIfname, this.#portTimeoutMs);
     const cookie = podCookie(port.hostIfname);
-    await this.ofctl.bundle([
-      `delete cookie=${cookieText(cookie)}/-1`,
-      ...podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie, vlan }),
-    ]);
+    await flows.apply({
+      deleteCookies: [cookie],
+      add: podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie, vlan }),
+    });
     if (vlan) {
       // The node's untagged floods must not reach a pod of a VLAN; its VLAN's multicast flow does.
-      await this.ofctl.setNoFlood(port.hostIfname);
-      await this.#syncVlanFlood(vlan);
+      await flows.setNoFlood(port.hostIfname);
+      await this.#syncVlanFlood(flows, vlan);
     }
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
@@ -223,19 +381,42 @@ export class OvsDatapath implements Datapath {
   /**
    * Removes the pod's flows, then its port: a port number OVS hands out again must never find
    * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
-   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone.
+   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone. While the switch
+   * is away the flows stay until the replay that precedes the next ADD, which drops them with the
+   * row; while OVSDB is away the row's removal waits for it.
    */
   async detachPort(hostIfname: string): Promise<void> {
-    const vs = await this.#db();
-    const row = await vs.port(hostIfname);
+    if (this.#replaying) await this.#replaying;
+    await this.#portOp(() => this.#detachPort(hostIfname));
+  }
+
+  async #detachPort(hostIfname: string): Promise<void> {
+    let vs: VswitchDb;
+    let row: PortRow | undefined;
+    try {
+      vs = await this.#db();
+      row = await vs.port(hostIfname);
+    } catch (err) {
+      if (!(err instanceof NotAvailableError)) throw err;
+      this.#pendingRemovals.add(hostIfname);
+      return;
+    }
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
-    await this.ofctl.delFlows(`cookie=${cookieText(podCookie(hostIfname))}/-1`);
+    const flows = this.#switchReady ? this.#flows : undefined;
+    await flows?.deleteCookie(podCookie(hostIfname)).catch((err: unknown) => {
+      if (!(err instanceof NotAvailableError)) throw err; // the switch went away: the replay drops them
+    });
     await vs.removePort(hostIfname, row);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
-    if (vlan) await this.#syncVlanFlood(vlan);
+    if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
   }
 
   async checkPort(hostIfname: string): Promise<void> {
+    const flows = this.#readyFlows();
+    await this.#portOp(() => this.#checkPort(flows, hostIfname));
+  }
+
+  async #checkPort(flows: FlowTable, hostIfname: string): Promise<void> {
     const link = this.#o.nl.linkByName(hostIfname);
     if (!link) throw checkFailed(`host veth ${hostIfname} does not exist`);
     const vs = await this.#db();
@@ -254,17 +435,17 @@ export class OvsDatapath implements Datapath {
       ips: rec.ips,
       cookie,
       vlan: rec.vlan ?? 0,
-    }).map(parseFlow);
-    const have = await this.ofctl.dumpFlows(`cookie=${cookieText(cookie)}/-1`);
-    const { missing, unexpected } = diffFlows(want, have);
+    }).map(parseFlowText);
+    const { missing, unexpected } = diffFlowSets(want, await flows.dump(cookie));
     if (missing.length > 0 || unexpected.length > 0) {
+      const list = (l: typeof want) => l.map(formatFlow).join('; ');
       throw checkFailed(
-        `flows of ${hostIfname} differ: missing [${missing.join('; ')}], unexpected [${unexpected.join('; ')}]`,
+        `flows of ${hostIfname} differ: missing [${list(missing)}], unexpected [${list(unexpected)}]`,
       );
     }
     // A restarted ovs-vswitchd forgets no-flood (its own reload restores flows, not port settings):
     // the node's untagged floods would then reach this pod of a VLAN.
-    if (rec.vlan && !(await this.ofctl.noFlood(hostIfname)))
+    if (rec.vlan && !(await flows.noFlood(hostIfname)))
       throw checkFailed(`port ${hostIfname} of VLAN ${rec.vlan} is not marked no-flood`);
   }
 
@@ -326,29 +507,57 @@ export class OvsDatapath implements Datapath {
 
   /** The priority-0 drop flow ending each table counts what that table refused (pipeline.ts). */
   async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
-    const flows = await this.ofctl.dumpFlows(`cookie=${cookieText(PIPELINE_COOKIE)}/-1`);
+    if (!this.#flows?.connection.connected) return []; // the switch is away: nothing to read
+    const flows = await this.#flows.dump(PIPELINE_COOKIE);
     return flows
-      .filter((f) => f.priority === 0 && f.actions === 'drop')
-      .map((f) => ({ guard: TABLE_NAMES.get(f.table) ?? `table ${f.table}`, packets: f.packets ?? 0 }));
+      .filter((f) => f.priority === 0 && f.instructions.length === 0)
+      .map((f) => ({
+        guard: TABLE_NAMES.get(f.table) ?? `table ${f.table}`,
+        packets: Number(f.packetCount),
+      }));
+  }
+
+  switchCounters(): { reconnects: Record<string, number>; replays: number; replayedFlows: number } {
+    const c = this.counters;
+    return {
+      reconnects: { openflow: c.openflowReconnects, ovsdb: c.ovsdbReconnects },
+      replays: c.replays,
+      replayedFlows: c.replayedFlows,
+    };
   }
 
   status(): DatapathStatus {
     if (!this.#started) return { ready: false, reason: `OVS bridge ${this.#o.bridge} not set up yet` };
     const failure = this.#client?.failure;
     if (failure) return { ready: false, reason: failure.message };
+    if (!this.#switchReady) {
+      const connected = this.#flows?.connection.connected;
+      return {
+        ready: false,
+        reason: connected
+          ? `OVS bridge ${this.#o.bridge}: replaying its flows after the switch came back`
+          : `OVS bridge ${this.#o.bridge}: no OpenFlow connection to ${this.#openflowTarget}`,
+      };
+    }
     return { ready: true };
   }
 
   /** Closes the OVSDB connection; the bridge, ports and flows stay, so pods keep working. */
   async stop(): Promise<void> {
     this.#started = false;
+    this.#switchReady = false;
+    clearTimeout(this.#replayRetry);
+    await this.#replaying;
     const client = this.#client;
     this.#client = undefined;
-    await client?.close();
+    const flows = this.#flows;
+    this.#flows = undefined;
+    await Promise.all([client?.close(), flows?.close()]);
   }
 
-  #requireGateway(): GatewayFlowsInput {
-    if (!this.#started || !this.#gateway) throw new DatapathError('OVS datapath not started');
+  /** The gateway as the pipeline names it; `starting`: also while start() runs. */
+  #requireGateway(starting = false): GatewayFlowsInput {
+    if (!(this.#started || starting) || !this.#gateway) throw new DatapathError('OVS datapath not started');
     return this.#gateway;
   }
 
@@ -362,13 +571,10 @@ export class OvsDatapath implements Datapath {
    */
   async #installPipeline(): Promise<void> {
     const gw = this.#requireGateway();
+    const flows = this.#readyFlows();
     const vs = await this.#db();
     const floods = vlanFloodFlows(await vs.ports(), gw.uplinkOfport);
-    await this.ofctl.bundle([
-      `delete cookie=${cookieText(PIPELINE_COOKIE)}/-1`,
-      ...pipelineFlows(gw),
-      ...floods,
-    ]);
+    await flows.apply({ deleteCookies: [PIPELINE_COOKIE], add: [...pipelineFlows(gw), ...floods] });
   }
 
   /**
@@ -376,12 +582,12 @@ export class OvsDatapath implements Datapath {
    * VLAN has no pod left. Updates of one VLAN run one at a time, each after its caller's port change,
    * so the last one always sees every port.
    */
-  #syncVlanFlood(vlan: number): Promise<void> {
+  #syncVlanFlood(flows: FlowTable, vlan: number): Promise<void> {
     const run = async () => {
       const vs = await this.#db();
       const [flow] = vlanFloodFlows(await vs.ports(), this.#gateway?.uplinkOfport, vlan);
-      if (flow) await this.ofctl.bundle([flow]);
-      else await this.ofctl.delFlows(`cookie=${cookieText(vlanCookie(vlan))}/-1`);
+      if (flow) await flows.apply({ add: [flow] });
+      else await flows.deleteCookie(vlanCookie(vlan));
     };
     const next = (this.#vlanQueues.get(vlan) ?? Promise.resolve()).then(run, run);
     const tail = next.catch(() => undefined);
@@ -408,15 +614,42 @@ export class OvsDatapath implements Datapath {
   #db(): Promise<VswitchDb> {
     const client = this.#client;
     if (client && !client.closed) return Promise.resolve(new VswitchDb(client, this.#o.bridge));
+    const again = client !== undefined; // the last connection failed: this is a reconnect
     this.#connecting ??= OvsdbClient.connect(this.#o.ovsdb)
       .then((c) => {
         this.#client = c;
+        c.onFailure((err) => this.#ovsdbLost(err));
+        if (again) {
+          this.counters.ovsdbReconnects++;
+          // ovsdb-server may have come back with another database: make the switch match it again.
+          if (this.#started) this.#replay('OVSDB connection back');
+        }
         return new VswitchDb(c, this.#o.bridge);
+      })
+      .catch((err: unknown) => {
+        const why = err instanceof Error ? err.message : String(err);
+        throw new NotAvailableError(`OVSDB is not reachable (${why}): try again`, { cause: err });
       })
       .finally(() => {
         this.#connecting = undefined;
       });
     return this.#connecting;
+  }
+
+  /**
+   * The OVSDB connection failed (ovsdb-server went away): reconnect in the background, every 200 ms,
+   * while the datapath runs, so that the next ADD finds it and pending removals go through.
+   */
+  #ovsdbLost(err: Error): void {
+    this.#o.warn?.('OVSDB connection lost; reconnecting', { ovsdb: this.#o.ovsdb, reason: err.message });
+    const retry = () => {
+      if (!this.#started || (this.#client && !this.#client.closed)) return;
+      this.#db().then(
+        () => undefined,
+        () => setTimeout(retry, 200).unref(),
+      );
+    };
+    setTimeout(retry, 50).unref();
   }
 
   /** Creates the gateway's internal port with a fixed MAC, or adopts it; returns its port and MAC. */

@@ -52,13 +52,15 @@ export class OvsdbClient {
   #closing: Promise<void> | undefined;
   /** Set by `close()`: runs once no request is in flight any more. */
   #onDrained: (() => void) | undefined;
+  /** Told once when the connection fails (the server went away), not when `close()` ends it. */
+  readonly #failureListeners = new Set<(err: Error) => void>();
 
   private constructor(path: string, socket: Socket) {
     this.path = path;
     this.#socket = socket;
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', (err) => this.destroy(err));
-    socket.on('close', () => this.destroy());
+    socket.on('close', () => this.destroy(new Error('the server closed the connection')));
     socket.unref();
   }
 
@@ -91,6 +93,11 @@ export class OvsdbClient {
   /** Why the connection is unusable, or undefined while it is open. */
   get failure(): Error | undefined {
     return this.#failure;
+  }
+
+  /** Calls `listener` once when the connection fails (an error, or the server closing it); not after `close()` or a plain `destroy()`. */
+  onFailure(listener: (err: Error) => void): void {
+    this.#failureListeners.add(listener);
   }
 
   /** Sends one JSON-RPC request and resolves with its `result`. */
@@ -158,6 +165,10 @@ export class OvsdbClient {
     this.#pending.clear();
     this.#socket.destroy();
     this.#onDrained?.();
+    const failed = err !== undefined && this.#closing === undefined;
+    const listeners = [...this.#failureListeners];
+    this.#failureListeners.clear();
+    if (failed) for (const listener of listeners) listener(this.#failure);
   }
 
   #onData(chunk: Buffer): void {

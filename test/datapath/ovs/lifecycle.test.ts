@@ -193,7 +193,7 @@ test('an unreachable OVSDB stops the agent at start with a message naming the so
     await assert.rejects(node.setup(), /agent exited 1/);
     assert.match(
       node.logs,
-      /"msg":"agent failed to start","code":"ERR_DATAPATH".*cannot connect to \/run\/pwt-nothing-here\/db\.sock/,
+      /"msg":"agent failed to start","code":"ERR_NOT_AVAILABLE".*cannot connect to \/run\/pwt-nothing-here\/db\.sock/,
     );
   } finally {
     await node.cleanup();

@@ -1,0 +1,129 @@
+/**
+ * One bridge's flow table, as the OVS datapath programs it: flows in the text form pipeline.ts writes
+ * them, sent over one persistent OpenFlow 1.3 connection to the bridge's management socket
+ * (connection.ts), every multi-flow change as one atomic bundle. A second, OpenFlow 1.0 connection
+ * is opened only for the ports' no-flood bit, which OpenFlow 1.1 dropped from the protocol
+ * (port-mod-of10.ts). No process is spawned: this replaces `ovs-ofctl` in ADD, DEL and CHECK.
+ */
+
+import type { OpenflowConnection, OpenflowConnectionOptions, SwitchFeatures } from './connection.js';
+import { OpenflowConnection as Connection } from './connection.js';
+import type { OutgoingMessage } from './exchange.js';
+import type { Flow } from './flow.js';
+import { diffFlowSets, flowIdentityKey } from './flow-key.js';
+import { COOKIE_MASK_ALL, encodeFlowMod, flowAdd, flowDeleteByCookie, flowDeleteStrict } from './flow-mod.js';
+import { parseFlowText } from './flow-parse.js';
+import { decodeFlowStatsReply, encodeFlowStatsRequest, type FlowStats, OFPMP_FLOW } from './flow-stats.js';
+import { OFP10_VERSION, OFPT13 } from './header.js';
+import { noFlood, setNoFlood } from './port-mod-of10.js';
+
+/** A change applied as one bundle: every flow with one of `deleteCookies` goes, then `add` comes. */
+export interface FlowChange {
+  deleteCookies?: readonly bigint[];
+  add?: readonly string[];
+}
+
+/** What `replace` changed: flows added (or changed) and flows deleted. */
+export interface ReplaceOutcome {
+  added: number;
+  deleted: number;
+}
+
+/** How long a no-flood call waits for its OpenFlow 1.0 connection to come up. */
+const NO_FLOOD_CONNECT_MS = 5000;
+
+function flowMod(body: Buffer): OutgoingMessage {
+  return { type: OFPT13.FLOW_MOD, body };
+}
+
+export class FlowTable {
+  readonly target: string;
+  readonly #of13: OpenflowConnection;
+  readonly #options: Omit<OpenflowConnectionOptions, 'target' | 'version'>;
+  /** The OpenFlow 1.0 connection for no-flood, opened on first use. */
+  #of10: OpenflowConnection | undefined;
+
+  /** Starts connecting in the background (see connection.ts); `waitUp` waits for the switch. */
+  constructor(target: string, options: Omit<OpenflowConnectionOptions, 'target' | 'version'> = {}) {
+    this.target = target;
+    this.#options = options;
+    this.#of13 = Connection.open({ ...options, target });
+  }
+
+  /** The OpenFlow 1.3 connection: its state, reconnect counters and up/down events. */
+  get connection(): OpenflowConnection {
+    return this.#of13;
+  }
+
+  waitUp(timeoutMs: number): Promise<SwitchFeatures> {
+    return this.#of13.waitUp(timeoutMs);
+  }
+
+  /**
+   * Applies `change` atomically. Equivalent to: `ovs-ofctl --bundle add-flows SWITCH -` fed
+   * `delete cookie=C/-1` lines, then the flows.
+   */
+  async apply(change: FlowChange): Promise<void> {
+    const messages = [
+      ...(change.deleteCookies ?? []).map((c) => flowMod(encodeFlowMod(flowDeleteByCookie(c)))),
+      ...(change.add ?? []).map((text) => flowMod(encodeFlowMod(flowAdd(parseFlowText(text))))),
+    ];
+    if (messages.length === 0) return;
+    if (messages.length === 1) await this.#of13.transact(messages);
+    else await this.#of13.bundle(messages);
+  }
+
+  /** Equivalent to: `ovs-ofctl del-flows SWITCH cookie=C/-1`. */
+  async deleteCookie(cookie: bigint): Promise<void> {
+    await this.#of13.transact([flowMod(encodeFlowMod(flowDeleteByCookie(cookie)))]);
+  }
+
+  /** The installed flows, all or those of one cookie. Equivalent to: `ovs-ofctl dump-flows SWITCH [cookie=C/-1]`. */
+  async dump(cookie?: bigint): Promise<FlowStats[]> {
+    const request = encodeFlowStatsRequest(
+      cookie === undefined ? {} : { cookie, cookieMask: COOKIE_MASK_ALL },
+    );
+    return decodeFlowStatsReply(await this.#of13.multipart(OFPMP_FLOW, request));
+  }
+
+  /**
+   * Makes the switch hold exactly `flows`, atomically: flows already there as wanted are left alone
+   * (their counters keep counting), a wanted flow whose actions or cookie differ is overwritten,
+   * others are added or deleted. Equivalent to: `ovs-ofctl --bundle replace-flows SWITCH -`.
+   */
+  async replace(flows: readonly string[]): Promise<ReplaceOutcome> {
+    const want = flows.map(parseFlowText);
+    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, await this.dump());
+    // An ADD of the same table, priority and match replaces the entry: no delete needed for those.
+    const overwritten = new Set(missing.map(flowIdentityKey));
+    const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));
+    const messages = [
+      ...deletes.map((f) => flowMod(encodeFlowMod(flowDeleteStrict(f)))),
+      ...missing.map((f) => flowMod(encodeFlowMod(flowAdd(f)))),
+    ];
+    if (messages.length > 0) await this.#of13.bundle(messages);
+    return { added: missing.length, deleted: deletes.length };
+  }
+
+  /** Equivalent to: `ovs-ofctl -O OpenFlow10 mod-port SWITCH PORT no-flood`. */
+  async setNoFlood(port: string): Promise<void> {
+    await setNoFlood(await this.#noFloodConnection(), port);
+  }
+
+  /** Whether FLOOD skips `port`. Equivalent to: `ovs-ofctl -O OpenFlow10 show SWITCH`, the port's config. */
+  async noFlood(port: string): Promise<boolean> {
+    return noFlood(await this.#noFloodConnection(), port);
+  }
+
+  /** Closes both connections; the switch keeps its flows. */
+  async close(): Promise<void> {
+    await Promise.all([this.#of13.close(), this.#of10?.close()]);
+  }
+
+  /** The OpenFlow 1.0 connection, once up: it is opened on first use, and the switch is up already. */
+  async #noFloodConnection(): Promise<OpenflowConnection> {
+    this.#of10 ??= Connection.open({ ...this.#options, target: this.target, version: OFP10_VERSION });
+    await this.#of10.waitUp(NO_FLOOD_CONNECT_MS);
+    return this.#of10;
+  }
+}
