@@ -44,7 +44,7 @@ export const COMMANDS: Record<string, Command> = {
         announcementFrames: number;
         openDescriptors: number;
         memory?: { rss: number; heapUsed: number; external: number };
-        egress?: { masquerade: boolean; keep?: string[] };
+        egress?: { masquerade: boolean; keep?: string[]; repairs?: number };
         unreadableClaims?: Array<{ range: string; ip: string; file: string; reason: string }>;
         cluster?: {
           node: { name: string; underlayIP: string };
@@ -82,7 +82,7 @@ export const COMMANDS: Record<string, Command> = {
         ),
         ...(s.egress
           ? [
-              `egress:       ${s.egress.masquerade ? `masquerade, except to ${(s.egress.keep ?? []).join(', ')}` : 'no masquerade'}`,
+              `egress:       ${s.egress.masquerade ? `masquerade, except to ${(s.egress.keep ?? []).join(', ')}${s.egress.repairs ? ` (table reinstated ${s.egress.repairs} time(s))` : ''}` : 'no masquerade'}`,
             ]
           : []),
         ...(s.memory

@@ -66,7 +66,9 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
       .unreadable()
       .map((c) => ({ range: c.rangeId, ip: c.ip, file: c.where, reason: c.reason })),
     /** Egress masquerade (decision 20): on or off, and the destinations that keep the pod's source. */
-    egress: ctx.egress ? { masquerade: true, keep: ctx.egress.keep } : { masquerade: false },
+    egress: ctx.egress
+      ? { masquerade: true, keep: ctx.egress.keep, repairs: ctx.egress.repairs }
+      : { masquerade: false },
   };
 }
 

@@ -100,6 +100,12 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
         })),
     },
     {
+      name: 'podwire_egress_masquerade_repairs_total',
+      help: 'Times the egress masquerade table was found missing or different (an outside nft flush) and put back; absent when the masquerade is off.',
+      type: 'counter',
+      read: () => (ctx.egress ? [{ labels: {}, value: ctx.egress.repairs }] : []),
+    },
+    {
       name: 'podwire_cluster_store_healthy',
       help: '1 when the cluster store answers, 0 when not; absent on a single node.',
       type: 'gauge',
