@@ -93,7 +93,14 @@ export class Agent {
       const opened = await FileStore.open(join(config.stateDir, 'ipam'));
       const store = seams.wrapIpamStore ? seams.wrapIpamStore(opened, 'node') : opened;
       undo.push('IPAM store', () => store.close());
-      const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store);
+      const nodeIpam = await NodeLocalAllocator.open(config.podCIDRs, store, {
+        // Once per file (allocator.ts): the address stays taken and no reconcile or GC releases it.
+        onUnreadable: (c) =>
+          log.warn(
+            'unreadable IPAM claim: the address stays taken, its owner is unknown; remove the file once no pod uses it',
+            { range: c.rangeId, ip: c.ip, file: c.where, reason: c.reason },
+          ),
+      });
       const wrapLocal = seams.wrapIpamStore;
       const pools = await startPools(
         cluster.pools && seams.wrapPoolStore ? seams.wrapPoolStore(cluster.pools) : cluster.pools,

@@ -1,5 +1,5 @@
 /** The CLI commands that ask the running agent: status, pods, ipam, gc. */
-import type { PodRow } from '../agent/ops/control-methods.js';
+import type { IpamRow, PodRow } from '../agent/ops/control-methods.js';
 import type { CliArgs } from './args.js';
 import { callAgent, resolveControlSocket } from './control-client.js';
 import { age, table } from './table.js';
@@ -44,7 +44,8 @@ export const COMMANDS: Record<string, Command> = {
         announcementFrames: number;
         openDescriptors: number;
         memory?: { rss: number; heapUsed: number; external: number };
-        egress?: { masquerade: boolean; keep?: string[] };
+        egress?: { masquerade: boolean; keep?: string[]; repairs?: number };
+        unreadableClaims?: Array<{ range: string; ip: string; file: string; reason: string }>;
         cluster?: {
           node: { name: string; underlayIP: string };
           store: string;
@@ -76,9 +77,12 @@ export const COMMANDS: Record<string, Command> = {
         `in flight:    ${s.requestsInFlight}`,
         `announced:    ${s.announcementFrames} frames`,
         `descriptors:  ${s.openDescriptors}`,
+        ...(s.unreadableClaims ?? []).map(
+          (c) => `UNREADABLE:   ${c.ip} in ${c.range} (${c.reason}), taken, owner unknown: ${c.file}`,
+        ),
         ...(s.egress
           ? [
-              `egress:       ${s.egress.masquerade ? `masquerade, except to ${(s.egress.keep ?? []).join(', ')}` : 'no masquerade'}`,
+              `egress:       ${s.egress.masquerade ? `masquerade, except to ${(s.egress.keep ?? []).join(', ')}${s.egress.repairs ? ` (table reinstated ${s.egress.repairs} time(s))` : ''}` : 'no masquerade'}`,
             ]
           : []),
         ...(s.memory
@@ -112,18 +116,27 @@ export const COMMANDS: Record<string, Command> = {
   },
   ipam: {
     summary: 'address usage per pod CIDR',
-    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted).\n\n${COMMON}`,
-    run: ask('ipam', (r) =>
-      table(
-        ['RANGE', 'USED', 'SIZE', 'USE'],
-        (r as Array<{ range: string; size: string; used: number }>).map((u) => [
-          u.range,
-          String(u.used),
-          u.size,
-          `${((100 * u.used) / Number(u.size)).toFixed(1)}%`,
-        ]),
-      ),
-    ),
+    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted), and below the table\nevery claim the store cannot read (a torn or foreign file): its address stays taken and no reconcile\nor GC releases it; once no pod uses that address, remove the file named and run \`podwire gc\`.\n\n${COMMON}`,
+    run: ask('ipam', (r) => {
+      const rows = r as IpamRow[];
+      const unreadable = rows.flatMap((u) =>
+        (u.unreadable ?? []).map(
+          (c) => `UNREADABLE ${c.ip} in ${u.range}: ${c.reason}; taken, owner unknown; file ${c.file}\n`,
+        ),
+      );
+      return (
+        table(
+          ['RANGE', 'USED', 'SIZE', 'USE', 'UNREADABLE'],
+          rows.map((u) => [
+            u.range,
+            String(u.used),
+            u.size,
+            `${((100 * u.used) / Number(u.size)).toFixed(1)}%`,
+            String((u.unreadable ?? []).length),
+          ]),
+        ) + unreadable.join('')
+      );
+    }),
   },
   gc: {
     summary: 'release addresses and host veths that no pod uses any more',

@@ -127,6 +127,8 @@ function elementText(e: unknown): string | undefined {
 export interface InstalledTable {
   /** The kept destinations of its sets. */
   keep: string[];
+  /** The masqueraded sources of its sets (this node's pod CIDRs). */
+  sources: string[];
   /** Whether both families' masquerade and count rules are there. */
   complete: boolean;
   counters: MasqueradeCounters[];
@@ -145,6 +147,7 @@ export async function readEgressTable(nft: Nft): Promise<InstalledTable | undefi
   }
   const items = (JSON.parse(text) as { nftables: NftJsonItem[] }).nftables;
   const keep: string[] = [];
+  const sources: string[] = [];
   const counters: MasqueradeCounters[] = FAMILIES.map((f) => ({
     family: f.name,
     packets: 0,
@@ -154,10 +157,12 @@ export async function readEgressTable(nft: Nft): Promise<InstalledTable | undefi
   let masqueradeRules = 0;
   let countRules = 0;
   for (const item of items) {
-    if (item.set?.name.startsWith('keep_')) {
-      for (const e of item.set.elem ?? []) {
+    const set = item.set;
+    const into = set?.name.startsWith('keep_') ? keep : set?.name.startsWith('pods_') ? sources : undefined;
+    if (set && into) {
+      for (const e of set.elem ?? []) {
         const t = elementText(e);
-        if (t) keep.push(t);
+        if (t) into.push(t);
       }
     }
     if (item.counter?.name.startsWith('masq_')) {
@@ -176,7 +181,26 @@ export async function readEgressTable(nft: Nft): Promise<InstalledTable | undefi
     }
     if (rule?.chain === 'count' && rule.expr.some((x) => 'counter' in x)) countRules++;
   }
-  return { keep, complete: masqueradeRules === FAMILIES.length && countRules === FAMILIES.length, counters };
+  return {
+    keep,
+    sources,
+    complete: masqueradeRules === FAMILIES.length && countRules === FAMILIES.length,
+    counters,
+  };
+}
+
+/**
+ * Whether the installed table is the one `sets` asks for: all its rules, and sets holding exactly
+ * these prefixes (compared as the script writes them: per family, disjoint, canonical). A range
+ * element (never written by podwire) reads as missing, so a table someone changed that way differs.
+ */
+export function tableMatches(table: InstalledTable | undefined, sets: MasqueradeSets): boolean {
+  if (!table?.complete) return false;
+  const same = (installed: readonly string[], wanted: readonly string[]): boolean =>
+    FAMILIES.every(
+      (f) => disjointPrefixes(installed, f.family).join(',') === disjointPrefixes(wanted, f.family).join(','),
+    );
+  return same(table.keep, sets.keep) && same(table.sources, sets.sources);
 }
 
 /**
@@ -226,11 +250,14 @@ export class EgressMasquerade {
     });
   }
 
-  /** Installs the table again when it is missing or lacks a rule; true when it did. */
+  /**
+   * Installs the table again when it is missing, lacks a rule, or its sets differ from the wanted ones
+   * (someone flushed the ruleset, the table, a chain or a set); true when it did. One `nft -j list`
+   * when nothing differs.
+   */
   ensure(): Promise<boolean> {
     return this.#serial(async () => {
-      const now = await readEgressTable(this.#nft);
-      if (now?.complete) return false;
+      if (tableMatches(await readEgressTable(this.#nft), this.#sets)) return false;
       await this.#nft.apply(egressMasqueradeScript(this.#sets));
       return true;
     });

@@ -19,7 +19,13 @@ import type { IpFamily } from '../base/ip.js';
 import { type Cidr, parseCidr } from './cidr.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { RangeState } from './range-state.js';
-import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';
+import {
+  type AllocationRecord,
+  type AttachmentKey,
+  attachmentKey,
+  type IpamStore,
+  type UnreadableClaim,
+} from './store.js';
 
 export interface Allocation {
   /** Canonical address text. */
@@ -40,24 +46,39 @@ export interface RangeUsage {
   rangeId: string;
   /** Addresses pods can receive (network, gateway and broadcast excluded). */
   size: bigint;
+  /** Addresses taken: held by pods, plus unreadable claims. */
   used: number;
+  /** Of `used`: claims the store cannot read (taken, owner unknown). */
+  unreadable: number;
+}
+
+/** A claim the store cannot read, with its range: taken, owner unknown, never handed out or released. */
+export interface UnreadableAllocation extends UnreadableClaim {
+  rangeId: string;
 }
 
 export interface NodeLocalAllocatorOptions {
   /** Clock for AllocationRecord.createdAt; tests may pin it. */
   now?: () => Date;
+  /**
+   * Told each unreadable claim once, when a listing (open, `list`) first shows it; again only if it
+   * disappears and comes back. The agent logs a warning naming the file.
+   */
+  onUnreadable?: (claim: UnreadableAllocation) => void;
 }
 
 export class NodeLocalAllocator {
   readonly #store: IpamStore;
   readonly #ranges: readonly RangeState[];
   readonly #now: () => Date;
+  readonly #onUnreadable: (claim: UnreadableAllocation) => void;
   readonly #attachments = new KeyedMutex();
 
-  private constructor(store: IpamStore, ranges: RangeState[], now: () => Date) {
+  private constructor(store: IpamStore, ranges: RangeState[], options: NodeLocalAllocatorOptions) {
     this.#store = store;
     this.#ranges = ranges;
-    this.#now = now;
+    this.#now = options.now ?? (() => new Date());
+    this.#onUnreadable = options.onUnreadable ?? (() => undefined);
   }
 
   /**
@@ -70,9 +91,22 @@ export class NodeLocalAllocator {
     options: NodeLocalAllocatorOptions = {},
   ): Promise<NodeLocalAllocator> {
     const cidrs = parsePodCidrs(podCidrs);
-    const ranges: RangeState[] = [];
-    for (const cidr of cidrs) ranges.push(new RangeState(cidr, await store.list(cidr.text)));
-    return new NodeLocalAllocator(store, ranges, options.now ?? (() => new Date()));
+    const listed: Array<{ range: RangeState; unreadable: UnreadableClaim[] }> = [];
+    for (const cidr of cidrs) {
+      const { claims, unreadable } = await store.list(cidr.text);
+      listed.push({ range: new RangeState(cidr, claims), unreadable });
+    }
+    const allocator = new NodeLocalAllocator(
+      store,
+      listed.map((l) => l.range),
+      options,
+    );
+    for (const { range, unreadable } of listed) allocator.#noteUnreadable(range, unreadable);
+    return allocator;
+  }
+
+  #noteUnreadable(range: RangeState, listed: readonly UnreadableClaim[]): void {
+    for (const c of range.setUnreadable(listed)) this.#onUnreadable({ ...c, rangeId: range.rangeId });
   }
 
   /** The ranges, in the order given at open. */
@@ -182,20 +216,35 @@ export class NodeLocalAllocator {
     });
   }
 
-  /** Per range: how many addresses pods can receive and how many this allocator knows are held. */
+  /** Per range: how many addresses pods can receive and how many this allocator knows are taken. */
   usage(): RangeUsage[] {
-    return this.#ranges.map((r) => ({ rangeId: r.rangeId, size: r.cidr.assignableCount, used: r.held.size }));
+    return this.#ranges.map((r) => ({
+      rangeId: r.rangeId,
+      size: r.cidr.assignableCount,
+      used: r.used,
+      unreadable: r.unreadable.length,
+    }));
   }
 
-  /** Every claim in the node's ranges, read from the store, with its owner (for reconcile and GC). */
+  /**
+   * Every readable claim in the node's ranges, read from the store, with its owner (for reconcile and
+   * GC). Claims the store cannot read are not among them (they have no owner to judge): `unreadable`
+   * names them, as of this listing.
+   */
   async list(): Promise<OwnedAllocation[]> {
     const out: OwnedAllocation[] = [];
     for (const range of this.#ranges) {
-      const claims = await this.#store.list(range.rangeId);
+      const { claims, unreadable } = await this.#store.list(range.rangeId);
       range.refreshForeign(claims);
+      this.#noteUnreadable(range, unreadable);
       for (const { ip, rec } of claims) out.push({ ...toAllocation(range, ip), ...rec });
     }
     return out;
+  }
+
+  /** The claims the store could not read at the last listing (open or `list`): taken, owner unknown. */
+  unreadable(): UnreadableAllocation[] {
+    return this.#ranges.flatMap((r) => r.unreadable.map((c) => ({ ...c, rangeId: r.rangeId })));
   }
 
   /** Claims the next free candidate of the range, trying further ones when the store refuses. */

@@ -5,6 +5,8 @@
  * claim   = write the record to a temp file in the range dir, fsync it, link(2) it to the address
  *           name (atomic; EEXIST means taken), unlink the temp, fsync the range dir.
  * release = read the record, check the owner, unlink (not fsynced: see the invariants in store.ts).
+ *           An address file that is not a record is never removed by the store (ERR_STORE): its
+ *           owner is unknown. `list` reports it in `unreadable`; an operator removes it by hand.
  * adopt   = read the record, check the owner and that it names no network, write the new record to
  *           a temp file, fsync it, rename(2) it over the address file (atomic; the dir is not fsynced:
  *           an adoption lost to power loss leaves a legacy claim, see store.ts).
@@ -45,13 +47,13 @@ import {
   type AllocationRecord,
   type AttachmentKey,
   asRecord,
+  type ClaimListing,
   checkKey,
   checkRangeId,
   checkRecord,
   closedError,
   type IpamStore,
   isOwner,
-  type StoredClaim,
 } from './store.js';
 
 /** A temp file older than this is stale even if a process with its writer's pid is alive (pid reuse). */
@@ -152,19 +154,28 @@ export class FileStore implements IpamStore {
     });
   }
 
-  list(rangeId: string): Promise<StoredClaim[]> {
+  /**
+   * Every address file of the range. One that is not a record (torn, emptied, garbage, or a file the
+   * process cannot read) is listed in `unreadable` with its path, not a failure of the listing.
+   */
+  list(rangeId: string): Promise<ClaimListing> {
     return this.#op(`listing ${rangeId}`, async () => {
       checkRangeId(rangeId);
       const rangeDir = join(this.dir, rangeDirName(rangeId));
-      const claims = await Promise.all(
-        (await readdirIfExists(rangeDir)).map(async (name): Promise<StoredClaim | undefined> => {
+      const listing: ClaimListing = { claims: [], unreadable: [] };
+      await Promise.all(
+        (await readdirIfExists(rangeDir)).map(async (name) => {
           const ip = isTempFileName(name) ? undefined : addressFromFileName(name);
-          if (ip === undefined) return undefined; // not a claim (a temp file, or a foreign file)
-          const rec = await readRecord(join(rangeDir, name));
-          return rec === undefined ? undefined : { ip, rec }; // undefined: released since readdir
+          if (ip === undefined) return; // not a claim (a temp file, or a foreign file)
+          const file = join(rangeDir, name);
+          const read = await readClaimFile(file);
+          if (read.kind === 'record') listing.claims.push({ ip, rec: read.rec });
+          else if (read.kind === 'unreadable')
+            listing.unreadable.push({ ip, where: file, reason: read.reason });
+          // absent: released since readdir
         }),
       );
-      return claims.filter((c) => c !== undefined);
+      return listing;
     });
   }
 
@@ -205,23 +216,46 @@ function storeError(what: string, err: unknown): PodwireError {
   return new StoreError(`${what}: ${msg}`, { cause: err });
 }
 
-/** The record in `file`; undefined when there is no such file; ERR_STORE when it is not a record. */
-async function readRecord(file: string): Promise<AllocationRecord | undefined> {
+/**
+ * Read errors that belong to the file (its content or its inode), not to the process: such a file is
+ * an unreadable claim. Others (EMFILE, ENOMEM, ...) fail the call, since a retry may succeed.
+ */
+const FILE_FAULTS = new Set(['EIO', 'EISDIR', 'EACCES', 'EPERM', 'EINVAL', 'ELOOP', 'EUCLEAN', 'EBADMSG']);
+
+type ClaimFile =
+  | { kind: 'absent' }
+  | { kind: 'record'; rec: AllocationRecord }
+  | { kind: 'unreadable'; reason: string; cause?: unknown };
+
+/** What `file` holds: no such file, a record, or something that is not one (and why). */
+async function readClaimFile(file: string): Promise<ClaimFile> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return undefined;
+    const code = errnoCode(err);
+    if (code === 'ENOENT') return { kind: 'absent' };
+    if (code !== undefined && FILE_FAULTS.has(code))
+      return { kind: 'unreadable', reason: `cannot be read (${code})`, cause: err };
     throw err;
   }
-  let rec: AllocationRecord | undefined;
+  let parsed: unknown;
   try {
-    rec = asRecord(JSON.parse(text));
+    parsed = JSON.parse(text);
   } catch (err) {
-    throw new StoreError(`IPAM record ${file} is not JSON`, { cause: err });
+    return { kind: 'unreadable', reason: text === '' ? 'empty' : 'not JSON', cause: err };
   }
-  if (rec === undefined) throw new StoreError(`IPAM record ${file} lacks owner fields`);
-  return rec;
+  const rec = asRecord(parsed);
+  return rec === undefined ? { kind: 'unreadable', reason: 'lacks owner fields' } : { kind: 'record', rec };
+}
+
+/** The record in `file`; undefined when there is no such file; ERR_STORE when it is not a record. */
+async function readRecord(file: string): Promise<AllocationRecord | undefined> {
+  const read = await readClaimFile(file);
+  if (read.kind === 'unreadable') {
+    throw new StoreError(`IPAM record ${file} is unreadable: ${read.reason}`, { cause: read.cause });
+  }
+  return read.kind === 'record' ? read.rec : undefined;
 }
 
 /** Removes the temp file of a failed claim; if that fails too, both errors are reported. */

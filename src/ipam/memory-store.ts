@@ -7,13 +7,13 @@
 import {
   type AllocationRecord,
   type AttachmentKey,
+  type ClaimListing,
   checkKey,
   checkRangeId,
   checkRecord,
   closedError,
   type IpamStore,
   isOwner,
-  type StoredClaim,
 } from './store.js';
 
 /** rangeId -> canonical ip -> record. Records are never handed out by reference. */
@@ -67,11 +67,12 @@ export class MemoryStore implements IpamStore {
     });
   }
 
-  list(rangeId: string): Promise<StoredClaim[]> {
+  /** Records in memory are always readable: `unreadable` is empty. */
+  list(rangeId: string): Promise<ClaimListing> {
     return this.#op(() => {
       checkRangeId(rangeId);
       const range = this.backing.get(rangeId) ?? new Map<string, AllocationRecord>();
-      return [...range].map(([ip, rec]) => ({ ip, rec: { ...rec } }));
+      return { claims: [...range].map(([ip, rec]) => ({ ip, rec: { ...rec } })), unreadable: [] };
     });
   }
 

@@ -20,7 +20,7 @@ import {
 import { formatIp, parseIp } from '../base/ip.js';
 import { type ParsedPool, parseIpPool, poolAddresses, poolContains } from '../cluster/ip-pool.js';
 import type { PoolClaimOwner, PoolStore } from '../cluster/pool-store.js';
-import type { Allocation, OwnedAllocation, RangeUsage } from './allocator.js';
+import type { Allocation, OwnedAllocation, RangeUsage, UnreadableAllocation } from './allocator.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { type AllocationRecord, type AttachmentKey, attachmentKey, type IpamStore } from './store.js';
 
@@ -76,6 +76,11 @@ export class PoolAllocator {
   readonly #mutex = new KeyedMutex();
   /** By attachmentKey: the pool address each attachment holds (at most one). */
   readonly #held = new Map<string, Held>();
+  /**
+   * Local records the store could not read at open: taken, owner unknown. Their cluster claims are
+   * never released by `syncWithStore` (the address may be in use), so no other node gets them.
+   */
+  #unreadable: UnreadableAllocation[] = [];
 
   private constructor(o: PoolAllocatorOptions) {
     this.#o = o;
@@ -87,7 +92,9 @@ export class PoolAllocator {
     for (const rangeId of o.localRanges) {
       const r = parseRangeId(rangeId);
       if (!r) continue;
-      for (const { ip, rec } of await o.local.list(rangeId)) {
+      const { claims, unreadable } = await o.local.list(rangeId);
+      for (const c of unreadable) a.#unreadable.push({ ...c, rangeId });
+      for (const { ip, rec } of claims) {
         a.#held.set(attachmentKey(rec), {
           rangeId,
           pool: r.pool,
@@ -259,11 +266,24 @@ export class PoolAllocator {
     return [...this.#held.values()].map((h) => ({ ...toAllocation(h), ...h.rec }));
   }
 
+  /** Local records of pool addresses that could not be read at open: taken, owner unknown. */
+  unreadable(): UnreadableAllocation[] {
+    return [...this.#unreadable];
+  }
+
   /** Per pool this node holds addresses of: how many (the pool's size is the store's business). */
   usage(): RangeUsage[] {
     const used = new Map<string, number>();
     for (const h of this.#held.values()) used.set(h.rangeId, (used.get(h.rangeId) ?? 0) + 1);
-    return [...used].map(([rangeId, n]) => ({ rangeId, size: 0n, used: n }));
+    const unreadable = new Map<string, number>();
+    for (const u of this.#unreadable) unreadable.set(u.rangeId, (unreadable.get(u.rangeId) ?? 0) + 1);
+    for (const [rangeId, n] of unreadable) used.set(rangeId, (used.get(rangeId) ?? 0) + n);
+    return [...used].map(([rangeId, n]) => ({
+      rangeId,
+      size: 0n,
+      used: n,
+      unreadable: unreadable.get(rangeId) ?? 0,
+    }));
   }
 
   /** Every pool address held anywhere in the cluster, with its pool (for the neighbour audit). */
@@ -282,10 +302,12 @@ export class PoolAllocator {
   async syncWithStore(): Promise<{ released: string[]; reclaimed: string[]; conflicts: string[] }> {
     const out = { released: [] as string[], reclaimed: [] as string[], conflicts: [] as string[] };
     const mine = new Map([...this.#held.values()].map((h) => [`${h.pool} ${h.ip}`, h]));
+    const unreadable = new Set(this.#unreadable.map((u) => `${parseRangeId(u.rangeId)?.pool} ${u.ip}`));
     const seen = new Set<string>();
     for (const pool of await this.#o.pools.listPools()) {
       for (const c of await this.#o.pools.claims(pool.name)) {
         if (c.owner.node !== this.#o.node) continue;
+        if (unreadable.has(`${pool.name} ${c.ip}`)) continue; // its local record is unreadable: may be in use
         const h = mine.get(`${pool.name} ${c.ip}`);
         if (h && h.rec.containerId === c.owner.containerId && h.rec.ifname === c.owner.ifname) {
           seen.add(`${pool.name} ${c.ip}`);

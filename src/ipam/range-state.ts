@@ -4,13 +4,20 @@
  *
  * Invariants:
  * - `held` and `byOwner` describe the same claims: ip in held with owner k <=> ip in byOwner(k).
- * - An address is in at most one of `held`, `pending`, `foreign`.
+ * - An address is in at most one of `held`, `pending`, `foreign`. `unreadable` addresses are never
+ *   candidates; one may also be in `held` (a record of ours damaged since it was read).
  * - `cursor` is always an assignable address of the range.
  */
 
 import { parseIp } from '../base/ip.js';
 import type { Cidr } from './cidr.js';
-import { type AllocationRecord, type AttachmentKey, attachmentKey, type StoredClaim } from './store.js';
+import {
+  type AllocationRecord,
+  type AttachmentKey,
+  attachmentKey,
+  type StoredClaim,
+  type UnreadableClaim,
+} from './store.js';
 
 export class RangeState {
   readonly cidr: Cidr;
@@ -24,6 +31,8 @@ export class RangeState {
   readonly #pending = new Set<string>();
   /** Addresses the store refused although not in `held`: claimed by another writer of the store. */
   readonly #foreign = new Set<string>();
+  /** Claims the store holds but cannot read, by ip, as of the last listing: taken, owner unknown. */
+  #unreadable = new Map<string, UnreadableClaim>();
   /** The next candidate (host-local's "last reserved + 1"). */
   #cursor: bigint;
 
@@ -80,7 +89,8 @@ export class RangeState {
   takeCandidate(): string | undefined {
     for (const value of this.cidr.assignable(this.#cursor)) {
       const ip = this.cidr.format(value);
-      if (this.held.has(ip) || this.#pending.has(ip) || this.#foreign.has(ip)) continue;
+      if (this.held.has(ip) || this.#pending.has(ip) || this.#foreign.has(ip) || this.#unreadable.has(ip))
+        continue;
       this.#pending.add(ip);
       this.#cursor = this.cidr.nextAssignable(value);
       return ip;
@@ -93,6 +103,28 @@ export class RangeState {
     this.#pending.delete(ip);
     if (claimed === true) this.add(ip, rec);
     else if (claimed === false) this.#foreign.add(ip);
+  }
+
+  /** The unreadable claims of the last listing. */
+  get unreadable(): UnreadableClaim[] {
+    return [...this.#unreadable.values()];
+  }
+
+  /** How many addresses are taken: held, plus unreadable ones not among them. */
+  get used(): number {
+    let n = this.held.size;
+    for (const ip of this.#unreadable.keys()) if (!this.held.has(ip)) n++;
+    return n;
+  }
+
+  /**
+   * Replaces the unreadable claims with a fresh listing's; returns those not known before (each is
+   * reported once, until a listing no longer shows it).
+   */
+  setUnreadable(listed: readonly UnreadableClaim[]): UnreadableClaim[] {
+    const fresh = listed.filter((c) => !this.#unreadable.has(c.ip));
+    this.#unreadable = new Map(listed.map((c) => [c.ip, c]));
+    return fresh;
   }
 
   /**

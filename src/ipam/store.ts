@@ -21,6 +21,11 @@
  *   power loss: a release lost that way leaves a claim whose attachment is gone, which the agent's
  *   reconcile at start releases (its host veth no longer exists). Never the other way round: a
  *   claim is never lost, so no address can go to two attachments.
+ * - A claim the store holds but cannot read (FileStore: an address file that is not a record, which
+ *   only a broken file system or an outside hand makes, since claims are created whole) is listed
+ *   in `unreadable`, never dropped and never a failure of the whole listing: its address is taken
+ *   (it may be in use) and its owner unknown, so callers neither hand it out nor release it; an
+ *   operator removes it (FileStore: the file named by `where`). `claim` of its key resolves false.
  * - Addresses are stored and listed in canonical text (see ip.ts); any accepted spelling of an
  *   address names the same key. Text that is not an address is refused with ERR_INVALID_CONFIG.
  * - After `close` (idempotent; it waits for operations in flight) every call rejects with ERR_STORE.
@@ -61,6 +66,23 @@ export interface StoredClaim {
   rec: AllocationRecord;
 }
 
+/** A claim whose record cannot be read: taken, owner unknown (see the invariants above). */
+export interface UnreadableClaim {
+  /** Canonical address text. */
+  ip: string;
+  /** Where the claim is kept, for the operator who removes it (FileStore: the address file's path). */
+  where: string;
+  /** Why it cannot be read ("not JSON", "lacks owner fields", an errno). */
+  reason: string;
+}
+
+/** One range's claims as `list` reads them. */
+export interface ClaimListing {
+  claims: StoredClaim[];
+  /** Claims that exist but whose record cannot be read: taken, owner unknown. */
+  unreadable: UnreadableClaim[];
+}
+
 export interface IpamStore {
   /** Atomically claims `ip` in `rangeId` for the attachment in `rec`; resolves false if already taken. */
   claim(rangeId: string, ip: string, rec: AllocationRecord): Promise<boolean>;
@@ -71,8 +93,11 @@ export interface IpamStore {
    * resolves whether the record changed.
    */
   adoptNetwork(rangeId: string, ip: string, owner: AttachmentKey, network: string): Promise<boolean>;
-  /** Every claim in the range, in no particular order; a snapshot that concurrent calls may change. */
-  list(rangeId: string): Promise<StoredClaim[]>;
+  /**
+   * Every claim in the range, in no particular order; a snapshot that concurrent calls may change.
+   * A claim that cannot be read is in `unreadable`, never a failure of the whole listing.
+   */
+  list(rangeId: string): Promise<ClaimListing>;
   close(): Promise<void>;
 }
 

@@ -4,7 +4,7 @@
  * "PREFIX.release", "PREFIX.list" (PREFIX "store" unless given). `after` on claim is the store's
  * documented "rejected, but may have taken effect" case.
  */
-import type { AllocationRecord, AttachmentKey, IpamStore, StoredClaim } from '../../src/ipam/store.js';
+import type { AllocationRecord, AttachmentKey, ClaimListing, IpamStore } from '../../src/ipam/store.js';
 import type { FaultPlan } from '../agent/fault/fault-plan.js';
 
 export class FaultyIpamStore implements IpamStore {
@@ -31,7 +31,7 @@ export class FaultyIpamStore implements IpamStore {
       this.#inner.adoptNetwork(rangeId, ip, owner, network),
     );
   }
-  list(rangeId: string): Promise<StoredClaim[]> {
+  list(rangeId: string): Promise<ClaimListing> {
     return this.#plan.wrap(`${this.#prefix}.list`, 'ERR_STORE', () => this.#inner.list(rangeId));
   }
   close(): Promise<void> {

@@ -43,11 +43,14 @@ for (const name of names) {
   }
   if (rec === undefined) say(`TORN ${name} ${JSON.stringify(text.slice(0, 60))}`);
 }
-// What reconcile reads; a torn file makes the whole listing fail (said above, and here).
-const held = await store.list(RANGE).catch((err: unknown) => {
+// What reconcile reads; a torn file is listed as unreadable (said above, and here); a failure of the
+// whole listing is reported as such.
+const listing = await store.list(RANGE).catch((err: unknown) => {
   say(`LISTFAILED ${JSON.stringify(String(err))}`);
-  return [];
+  return { claims: [], unreadable: [] };
 });
+for (const u of listing.unreadable) say(`UNREADABLE ${u.ip} ${u.reason}`);
+const held = listing.claims;
 for (const c of held) say(`HELD ${c.ip} ${c.rec.containerId}`);
 const owners = new Map<string, number>();
 for (const c of held) owners.set(c.rec.containerId, (owners.get(c.rec.containerId) ?? 0) + 1);

@@ -81,7 +81,7 @@ test('a legacy claim is released by its owner without adoption', () =>
         (await ipam.release({ containerId: 'old', ifname: 'eth0' })).map((a) => a.ip),
         ['10.244.9.7'],
       );
-      assert.deepEqual(await store.list('10.244.9.0/24'), []);
+      assert.deepEqual((await store.list('10.244.9.0/24')).claims, []);
     } finally {
       await store.close();
     }

@@ -58,7 +58,10 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         assert.equal(await store.claim(RANGE, '10.244.1.5', rec('a')), true);
         assert.equal(await store.claim(RANGE, '10.244.1.5', rec('b')), false);
         assert.equal(await store.claim(RANGE, '10.244.1.5', rec('a')), false);
-        assert.deepEqual(await store.list(RANGE), [{ ip: '10.244.1.5', rec: rec('a') }]);
+        assert.deepEqual(await store.list(RANGE), {
+          claims: [{ ip: '10.244.1.5', rec: rec('a') }],
+          unreadable: [],
+        });
       }));
 
     test('ranges are independent, whatever characters their ids hold', () =>
@@ -67,8 +70,8 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         const ids = [RANGE, '10.244.1.0_24', 'a:b', 'a-b', 'a_b', 'a/b', 'a%2Fb', '.', '..', 'net ✓'];
         for (const id of ids) assert.equal(await store.claim(id, '10.0.0.2', rec(`c-${id}`)), true, id);
         for (const id of ids)
-          assert.deepEqual(await store.list(id), [{ ip: '10.0.0.2', rec: rec(`c-${id}`) }], id);
-        assert.deepEqual(await store.list('never-used'), []);
+          assert.deepEqual((await store.list(id)).claims, [{ ip: '10.0.0.2', rec: rec(`c-${id}`) }], id);
+        assert.deepEqual((await store.list('never-used')).claims, []);
       }));
 
     test('release removes only the owner’s claim, once', () =>
@@ -77,14 +80,14 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         assert.equal(await store.claim(RANGE, '10.244.1.7', rec('a', 'eth0')), true);
         assert.equal(await store.release(RANGE, '10.244.1.7', { containerId: 'b', ifname: 'eth0' }), false);
         assert.equal(await store.release(RANGE, '10.244.1.7', { containerId: 'a', ifname: 'net1' }), false);
-        assert.equal((await store.list(RANGE)).length, 1);
+        assert.equal((await store.list(RANGE)).claims.length, 1);
         assert.equal(await store.release(RANGE, '10.244.1.7', { containerId: 'a', ifname: 'eth0' }), true);
         assert.equal(await store.release(RANGE, '10.244.1.7', { containerId: 'a', ifname: 'eth0' }), false);
         assert.equal(
           await store.release('other-range', '10.244.1.7', { containerId: 'a', ifname: 'eth0' }),
           false,
         );
-        assert.deepEqual(await store.list(RANGE), []);
+        assert.deepEqual((await store.list(RANGE)).claims, []);
         assert.equal(
           await store.claim(RANGE, '10.244.1.7', rec('b')),
           true,
@@ -101,7 +104,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
           assert.equal(await store.claim(RANGE, ip, rec(`c${i}`)), true);
           want.push({ ip, rec: rec(`c${i}`) });
         }
-        assert.deepEqual(sorted(await store.list(RANGE)), sorted(want));
+        assert.deepEqual(sorted((await store.list(RANGE)).claims), sorted(want));
       }));
 
     test('addresses are keyed and listed in canonical form', () =>
@@ -109,7 +112,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         const store = await open();
         assert.equal(await store.claim(RANGE6, 'FD00:10:244:1:0:0:0:A', rec('a')), true);
         assert.equal(await store.claim(RANGE6, 'fd00:10:244:1::a', rec('b')), false);
-        assert.deepEqual(await store.list(RANGE6), [{ ip: 'fd00:10:244:1::a', rec: rec('a') }]);
+        assert.deepEqual((await store.list(RANGE6)).claims, [{ ip: 'fd00:10:244:1::a', rec: rec('a') }]);
         assert.equal(
           await store.release(RANGE6, 'fd00:10:244:1:0::a', { containerId: 'a', ifname: 'eth0' }),
           true,
@@ -128,7 +131,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         await assert.rejects(store.claim(RANGE, '10.244.1.2', { ...rec('a'), ifname: '' }), invalid);
         await assert.rejects(store.release(RANGE, '10.244.1', { containerId: 'a', ifname: 'eth0' }), invalid);
         await assert.rejects(store.list(''), invalid);
-        assert.deepEqual(await store.list(RANGE), []);
+        assert.deepEqual((await store.list(RANGE)).claims, []);
       }));
 
     test('of 20 concurrent claims of one address exactly one wins', () =>
@@ -141,7 +144,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         );
         assert.equal(results.filter(Boolean).length, 1);
         const winner = results.indexOf(true);
-        assert.deepEqual(await s1.list(RANGE), [{ ip: '10.244.1.9', rec: rec(`c${winner}`) }]);
+        assert.deepEqual((await s1.list(RANGE)).claims, [{ ip: '10.244.1.9', rec: rec(`c${winner}`) }]);
       }));
 
     test('concurrent claims of different addresses all succeed', () =>
@@ -153,7 +156,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
           results,
           ips.map(() => true),
         );
-        assert.equal((await store.list(RANGE)).length, 20);
+        assert.equal((await store.list(RANGE)).claims.length, 20);
       }));
 
     test('a reopened store sees the claims and releases of another instance', () =>
@@ -164,15 +167,15 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         assert.equal(await first.claim(RANGE, '10.244.1.3', rec('b')), true);
         await first.close();
         const second = await open();
-        assert.deepEqual(sorted(await second.list(RANGE)), [
+        assert.deepEqual(sorted((await second.list(RANGE)).claims), [
           { ip: '10.244.1.2', rec: rec('a') },
           { ip: '10.244.1.3', rec: rec('b') },
         ]);
-        assert.deepEqual(await second.list(RANGE6), [{ ip: 'fd00:10:244:1::2', rec: rec('a') }]);
+        assert.deepEqual((await second.list(RANGE6)).claims, [{ ip: 'fd00:10:244:1::2', rec: rec('a') }]);
         assert.equal(await second.claim(RANGE, '10.244.1.2', rec('c')), false);
         assert.equal(await second.release(RANGE, '10.244.1.3', { containerId: 'b', ifname: 'eth0' }), true);
         const third = await open();
-        assert.deepEqual(await third.list(RANGE), [{ ip: '10.244.1.2', rec: rec('a') }]);
+        assert.deepEqual((await third.list(RANGE)).claims, [{ ip: '10.244.1.2', rec: rec('a') }]);
       }));
 
     test('a record keeps its network name; adoptNetwork names a legacy claim once, for its owner only', () =>
@@ -197,7 +200,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         assert.equal(await store.adoptNetwork(RANGE, '10.244.1.3', b, 'podwire'), true);
         assert.equal(await store.adoptNetwork(RANGE, '10.244.1.3', b, 'again'), false);
         const reopened = await open();
-        assert.deepEqual(sorted(await reopened.list(RANGE)), [
+        assert.deepEqual(sorted((await reopened.list(RANGE)).claims), [
           { ip: '10.244.1.2', rec: named },
           { ip: '10.244.1.3', rec: { ...rec('b'), network: 'podwire' } },
         ]);
@@ -224,7 +227,7 @@ export function storeCompliance(name: string, makeHarness: () => Promise<StoreHa
         );
         await assert.rejects(store.list(RANGE), closed);
         const reopened = await open();
-        assert.deepEqual(await reopened.list(RANGE), [{ ip: '10.244.1.4', rec: rec('a') }]);
+        assert.deepEqual((await reopened.list(RANGE)).claims, [{ ip: '10.244.1.4', rec: rec('a') }]);
       }));
   });
 }

@@ -11,7 +11,9 @@
  *   leftovers of an interrupted DEL of this network. A veth without such an alias is left to
  *   reconcile (`podwire gc`, agent start), which removes it whatever its network.
  *
- * Datapath ports are detached only for the attachments removed here.
+ * Datapath ports are detached only for the attachments removed here. A claim the store cannot read
+ * (store.ts, `UnreadableClaim`) belongs to no network GC could judge: it is left alone, and while there
+ * is one no claimless veth is removed (it may be that claim's pod), as in reconcile.
  *
  * What GC removes is what it listed (issue 15, finding 9): a claim is released only while the
  * attachment still holds exactly the claims listed (a DEL and a new ADD of the same pair since then
@@ -34,6 +36,8 @@ export interface GcReport {
   kept: number;
   /** Attachments whose claims name no network (legacy claims), kept. */
   legacy: Attachment[];
+  /** Claims the store could not read: left alone (taken, owner unknown). */
+  unreadable: number;
 }
 
 /**
@@ -48,7 +52,7 @@ export async function cmdGc(
   guard: ReconcileGuard,
 ): Promise<GcReport> {
   const keep = new Set(valid.map((a) => attachmentKey(a.containerId, a.ifname)));
-  const report: GcReport = { released: [], vethsRemoved: [], kept: 0, legacy: [] };
+  const report: GcReport = { released: [], vethsRemoved: [], kept: 0, legacy: [], unreadable: 0 };
   // Links before claims: ADD claims before it creates its veth, so a veth in this snapshot whose
   // claim is in no later listing has lost it to a DEL (and is its leftover), never gained it since.
   const links = ctx.nl.links();
@@ -94,9 +98,12 @@ export async function cmdGc(
   if (unexplained.length > 0) {
     for (const a of await ctx.ipam.list()) claimedVeths.add(hostVethName(a.containerId, a.ifname));
   }
+  // As of the listings above: while a claim cannot be read, a claimless veth may be its pod's.
+  report.unreadable = ctx.ipam.unreadable().length;
   for (const link of unexplained) {
     const name = link.name;
     if (claimedVeths.has(name) || new Set([...guard.busy()].map(hostVethOfKey)).has(name)) continue;
+    if (report.unreadable > 0) continue;
     // The link listed, not one that took its name since (a DEL's deletion, then an ADD of the pair).
     if (ctx.nl.linkByName(name)?.index !== link.index) continue;
     await ctx.datapath.detachPort(name);
@@ -108,6 +115,7 @@ export async function cmdGc(
     vethsRemoved: report.vethsRemoved,
     kept: report.kept,
     legacy: report.legacy.length,
+    unreadable: report.unreadable,
   });
   return report;
 }

@@ -5,7 +5,13 @@
  * know where an address came from.
  */
 import { InvalidConfigError } from '../../base/errors.js';
-import type { Allocation, NodeLocalAllocator, OwnedAllocation, RangeUsage } from '../../ipam/allocator.js';
+import type {
+  Allocation,
+  NodeLocalAllocator,
+  OwnedAllocation,
+  RangeUsage,
+  UnreadableAllocation,
+} from '../../ipam/allocator.js';
 import type { PoolAllocator, PoolRequest } from '../../ipam/pool-allocator.js';
 import type { AttachmentKey } from '../../ipam/store.js';
 
@@ -71,7 +77,13 @@ export class PodIpam {
     return this.node.usage();
   }
 
+  /** Every readable claim, node and pool; unreadable ones are in `unreadable` (taken, owner unknown). */
   async list(): Promise<OwnedAllocation[]> {
     return [...(await this.node.list()), ...(this.pools?.list() ?? [])];
+  }
+
+  /** Claims the stores could not read, as of their last listing: never handed out, never released. */
+  unreadable(): UnreadableAllocation[] {
+    return [...this.node.unreadable(), ...(this.pools?.unreadable() ?? [])];
   }
 }

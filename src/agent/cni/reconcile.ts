@@ -3,6 +3,10 @@
  * without the other is removed. An allocation whose host veth is gone belonged to a pod deleted (or an
  * ADD interrupted) while the agent was down; a podwire host veth without an allocation is a leftover of
  * an interrupted DEL. Surviving pods keep their addresses and are re-attached to the datapath.
+ *
+ * A claim the store cannot read (store.ts, `UnreadableClaim`) is neither released nor judged: its owner
+ * is unknown, and the address may be in use. While there is one, no claimless veth is removed either,
+ * since it may be that claim's pod; the log says so, and an operator removes the file (docs/architecture.md, Operating it).
  */
 
 import { podMac } from '../../base/pod-mac.js';
@@ -14,6 +18,10 @@ export interface ReconcileReport {
   kept: number;
   released: Attachment[];
   vethsRemoved: string[];
+  /** Claims the store could not read: left alone (taken, owner unknown). */
+  unreadable: number;
+  /** Claimless veths kept because an unreadable claim may be theirs. */
+  vethsKept: string[];
 }
 
 /**
@@ -30,7 +38,7 @@ export interface ReconcileGuard {
 const ALONE: ReconcileGuard = { serial: (_key, fn) => fn(), busy: () => new Set() };
 
 export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE): Promise<ReconcileReport> {
-  const report: ReconcileReport = { kept: 0, released: [], vethsRemoved: [] };
+  const report: ReconcileReport = { kept: 0, released: [], vethsRemoved: [], unreadable: 0, vethsKept: [] };
   const busy = guard.busy();
   const veths = new Map(
     ctx.nl
@@ -115,10 +123,19 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
   if (unexplained.length > 0) {
     for (const a of await ctx.ipam.list()) claimedNow.add(hostVethName(a.containerId, a.ifname));
   }
+  // The listings above also read the unreadable claims: while there is one, a claimless veth may be
+  // its pod's, and stays.
+  const unreadable = ctx.ipam.unreadable();
+  report.unreadable = unreadable.length;
   for (const link of unexplained) {
     const name = link.name;
     if (claimedNow.has(name) || new Set([...guard.busy()].map(hostVethOfKey)).has(name)) {
       explained.add(name);
+      continue;
+    }
+    if (unreadable.length > 0) {
+      explained.add(name);
+      report.vethsKept.push(name);
       continue;
     }
     if (ctx.nl.linkByName(name)?.index !== link.index) {
@@ -137,10 +154,17 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
   }
   // The egress masquerade table, when something removed it (decision 20).
   await ctx.egress?.ensure();
+  if (unreadable.length > 0) {
+    ctx.log.warn('reconcile left unreadable IPAM claims alone (taken, owner unknown)', {
+      claims: unreadable.map((c) => ({ range: c.rangeId, ip: c.ip, file: c.where, reason: c.reason })),
+      vethsKept: report.vethsKept,
+    });
+  }
   ctx.log.info('reconciled', {
     kept: report.kept,
     released: report.released.length,
     vethsRemoved: report.vethsRemoved,
+    unreadable: report.unreadable,
   });
   return report;
 }

@@ -32,7 +32,7 @@ export function controlMethods(
   return new Map<string, ControlMethod>([
     ['status', async () => status(ctx, scheduler, started)],
     ['pods', async () => pods(ctx)],
-    ['ipam', async () => ipamUsage(ctx)],
+    ['ipam', () => ipamUsage(ctx)],
     [
       'gc',
       async () =>
@@ -61,8 +61,14 @@ async function status(ctx: AgentContext, scheduler: Scheduler, started: Date) {
     /** process.memoryUsage(), bytes: RSS, V8 heap, memory outside the heap (Buffers, native). */
     memory: process.memoryUsage(),
     cluster: ctx.cluster ? { node: ctx.cluster.record, ...ctx.cluster.status() } : undefined,
+    /** Claims the IPAM stores cannot read: taken, owner unknown; an operator removes each file. */
+    unreadableClaims: ctx.ipam
+      .unreadable()
+      .map((c) => ({ range: c.rangeId, ip: c.ip, file: c.where, reason: c.reason })),
     /** Egress masquerade (decision 20): on or off, and the destinations that keep the pod's source. */
-    egress: ctx.egress ? { masquerade: true, keep: ctx.egress.keep } : { masquerade: false },
+    egress: ctx.egress
+      ? { masquerade: true, keep: ctx.egress.keep, repairs: ctx.egress.repairs }
+      : { masquerade: false },
   };
 }
 
@@ -92,6 +98,24 @@ async function pods(ctx: AgentContext): Promise<PodRow[]> {
   return [...rows.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
 
-function ipamUsage(ctx: AgentContext) {
-  return ctx.ipam.usage().map((r) => ({ range: r.rangeId, size: r.size.toString(), used: r.used }));
+export interface IpamRow {
+  range: string;
+  size: string;
+  /** Taken addresses, unreadable claims included. */
+  used: number;
+  /** Claims the store cannot read: taken, owner unknown (store.ts, `UnreadableClaim`). */
+  unreadable: Array<{ ip: string; file: string; reason: string }>;
+}
+
+async function ipamUsage(ctx: AgentContext): Promise<IpamRow[]> {
+  await ctx.ipam.list(); // a fresh look at what the store cannot read (a file removed since is gone)
+  const unreadable = ctx.ipam.unreadable();
+  return ctx.ipam.usage().map((r) => ({
+    range: r.rangeId,
+    size: r.size.toString(),
+    used: r.used,
+    unreadable: unreadable
+      .filter((c) => c.rangeId === r.rangeId)
+      .map((c) => ({ ip: c.ip, file: c.where, reason: c.reason })),
+  }));
 }

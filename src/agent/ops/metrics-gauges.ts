@@ -44,6 +44,19 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       read: () => ctx.ipam.usage().map((u) => ({ labels: { range: u.rangeId }, value: Number(u.size) })),
     },
     {
+      name: 'podwire_ipam_unreadable_claims',
+      help: 'Claims the IPAM store holds but cannot read (torn or foreign files), by range: taken, owner unknown, never released automatically.',
+      type: 'gauge',
+      read: async () => {
+        await ctx.ipam.list(); // refreshes what the stores cannot read
+        const byRange = new Map<string, number>();
+        for (const c of ctx.ipam.unreadable()) byRange.set(c.rangeId, (byRange.get(c.rangeId) ?? 0) + 1);
+        // Every node range, 0 included, so an alert sees the series before anything goes wrong.
+        for (const u of ctx.ipam.usage()) if (!byRange.has(u.rangeId)) byRange.set(u.rangeId, 0);
+        return [...byRange].map(([range, value]) => ({ labels: { range }, value }));
+      },
+    },
+    {
       name: 'podwire_gratuitous_announcements_sent_total',
       help: 'Gratuitous ARPs and unsolicited neighbour advertisements sent for pods.',
       type: 'counter',
@@ -113,6 +126,12 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
           labels: { family: c.family },
           value: c.connections,
         })),
+    },
+    {
+      name: 'podwire_egress_masquerade_repairs_total',
+      help: 'Times the egress masquerade table was found missing or different (an outside nft flush) and put back; absent when the masquerade is off.',
+      type: 'counter',
+      read: () => (ctx.egress ? [{ labels: {}, value: ctx.egress.repairs }] : []),
     },
     {
       name: 'podwire_cluster_store_healthy',

@@ -1,12 +1,15 @@
 /**
  * Egress masquerade at agent start (decision 20, `datapath/egress-masquerade.ts`): the table is
  * installed once, after the datapath and before the membership, whose peer lists then change only
- * the set of kept destinations. Removed at stop; put back by reconcile when missing.
+ * the set of kept destinations. Removed at stop. Checked every `checkMs` (default 30 s) and by
+ * reconcile: when the table is missing or differs from the wanted one (an outside `nft flush ruleset`),
+ * it is put back, logged and counted (`repairs`).
  *
  * Kept destinations (the pod keeps its source address): this node's pod CIDRs, the cluster CIDRs
  * when the node leases from them, every peer's pod CIDRs as the store lists them, and
  * `noMasqueradeCIDRs`.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DatapathError } from '../../base/errors.js';
 import { isPrefix, parsePrefix, prefixContains } from '../../base/ip.js';
 import type { NodeRecord } from '../../cluster/store.js';
@@ -28,6 +31,9 @@ export class EgressControl {
   readonly #fixed: readonly string[];
   readonly #log: Logger;
   #counting: Promise<MasqueradeCounters[]> | undefined;
+  #repairs = 0;
+  readonly #stopChecks = new AbortController();
+  #checking: Promise<void> | undefined;
 
   constructor(masq: EgressMasquerade, fixed: readonly string[], log: Logger) {
     this.#masq = masq;
@@ -64,14 +70,49 @@ export class EgressControl {
     }
   }
 
-  /** Reconcile: puts the table back when it is missing or damaged; a failure is logged, not thrown. */
-  async ensure(): Promise<void> {
+  /** Times the table was found missing or different and put back (periodic check and reconcile). */
+  get repairs(): number {
+    return this.#repairs;
+  }
+
+  /**
+   * Puts the table back when it is missing or differs from the wanted one; a failure is logged, not
+   * thrown. `by` says who asked (the periodic check, reconcile) for the log.
+   */
+  async ensure(by = 'reconcile'): Promise<void> {
     try {
-      if (await this.#masq.ensure())
-        this.#log.warn('egress masquerade table was missing or incomplete: reinstated', { keep: this.keep });
+      if (await this.#masq.ensure()) {
+        this.#repairs++;
+        this.#log.warn('egress masquerade table was missing or differed: reinstated', {
+          by,
+          repairs: this.#repairs,
+          keep: this.keep,
+        });
+      }
     } catch (err) {
-      this.#log.error('egress masquerade table could not be checked or reinstated', { err: String(err) });
+      this.#log.error('egress masquerade table could not be checked or reinstated', { by, err: String(err) });
     }
+  }
+
+  /**
+   * Checks the table every `periodMs` (one `nft -j list` when it is intact), so an outside flush stops
+   * egress for at most a period, not until the next peer change, `podwire gc` or restart. One check at
+   * a time; `stopChecks` ends it and waits for a check in flight.
+   */
+  startChecks(periodMs: number): void {
+    if (this.#checking) return;
+    const signal = this.#stopChecks.signal;
+    this.#checking = (async () => {
+      while (!signal.aborted) {
+        await sleep(periodMs, undefined, { signal }).catch(() => undefined); // aborted: the loop ends
+        if (!signal.aborted) await this.ensure('periodic check');
+      }
+    })();
+  }
+
+  async stopChecks(): Promise<void> {
+    this.#stopChecks.abort();
+    await this.#checking;
   }
 
   /** Counters for the metrics endpoint; one `nft` run shared by the gauges of one scrape. */
@@ -91,11 +132,20 @@ export class EgressControl {
  * store's first list of peers replaces it, so connections to other nodes' pods opened meanwhile
  * keep their source too.
  */
+/** How often the table is checked against the wanted one; `EgressStartOptions.checkMs`. */
+export const EGRESS_CHECK_MS = 30_000;
+
+export interface EgressStartOptions {
+  /** How often the table is checked and, when it differs, put back; default 30 s. */
+  checkMs?: number;
+}
+
 export async function startEgress(
   config: AgentConfig,
   nft: Nft,
   log: Logger,
   undo: UndoStack,
+  options: EgressStartOptions = {},
 ): Promise<EgressControl | undefined> {
   if (!config.egressMasquerade) {
     try {
@@ -123,5 +173,9 @@ export async function startEgress(
   }
   undo.push('egress masquerade', () => masq.remove());
   log.info('egress masquerade installed', { sources: config.podCIDRs, keep: masq.sets.keep });
-  return new EgressControl(masq, fixed, log);
+  const control = new EgressControl(masq, fixed, log);
+  control.startChecks(options.checkMs ?? EGRESS_CHECK_MS);
+  // Unwound before the table's removal, so no check puts the table back after it.
+  undo.push('egress masquerade check', () => control.stopChecks());
+  return control;
 }

@@ -53,6 +53,17 @@ export async function startPools(
     node,
     ...(nodeAddresses ? { nodeAddresses } : {}),
   });
+  for (const c of allocator.unreadable()) {
+    log.warn(
+      'unreadable pool address record: the address stays taken, its owner is unknown; remove the file once no pod uses it',
+      {
+        range: c.rangeId,
+        ip: c.ip,
+        file: c.where,
+        reason: c.reason,
+      },
+    );
+  }
   try {
     const sync = await allocator.syncWithStore();
     if (sync.conflicts.length > 0)

@@ -36,7 +36,7 @@ import { podMac } from '../../../src/base/pod-mac.js';
 import { BridgeDatapath } from '../../../src/datapath/linux-bridge/bridge-datapath.js';
 import { NodeLocalAllocator } from '../../../src/ipam/allocator.js';
 import { MemoryStore } from '../../../src/ipam/memory-store.js';
-import type { StoredClaim } from '../../../src/ipam/store.js';
+import type { ClaimListing } from '../../../src/ipam/store.js';
 import { NfTables } from '../../../src/kernel/netlink/nf-tables.js';
 import { Rtnetlink } from '../../../src/kernel/netlink/rtnetlink.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
@@ -64,7 +64,7 @@ class HeldListStore extends MemoryStore {
     return { reached: reachedP, release };
   }
 
-  override async list(rangeId: string): Promise<StoredClaim[]> {
+  override async list(rangeId: string): Promise<ClaimListing> {
     const answer = await super.list(rangeId);
     const hold = this.#hold;
     if (hold) {
