@@ -270,7 +270,7 @@ describe('deploy/ against podwire', () => {
       /^COPY --from=cni-plugins \/usr\/lib\/cni\/portmap \/usr\/lib\/cni\/bandwidth cni-plugins\/$/m,
     );
     assert.match(installer, /env\('PODWIRE_PLUGIN_DIR', '\/opt\/podwire\/cni-plugins'\)/);
-    // The programs the agent runs: nft (src/kernel/nft.ts) and ovs-ofctl (src/datapath/ovs/ofctl.ts).
+    // The programs the agent runs: nft (src/kernel/nft.ts); ovs-ofctl and ovs-vsctl for a person on the node.
     assert.match(finalStage, /apt-get install [^\n]*\bnftables\b/);
     assert.match(finalStage, /apt-get install [^\n]*\bopenvswitch-common\b/);
     // The ovs container's daemons and tools, and the ovs-module init container's modprobe.

@@ -4,7 +4,8 @@
  * reads OVSDB and the bridge directly, so it works whether or not the agent is running.
  */
 import type { FlowEntry } from './flow-text.js';
-import { Ofctl } from './ofctl.js';
+import { toFlowEntry } from './openflow/flow-format.js';
+import { FlowTable } from './openflow/flow-table.js';
 import { defaultOpenflowTarget } from './ovs-datapath.js';
 import { OvsdbClient } from './ovsdb-client.js';
 import { cookieText, isPodCookie, PIPELINE_COOKIE, podCookie, TABLE_NAMES } from './pipeline.js';
@@ -84,32 +85,48 @@ function rows(flows: FlowEntry[], owners: ReadonlyMap<bigint, string>): FlowRow[
   }));
 }
 
-function ofctlFor(target: SwitchTarget): Ofctl {
-  return new Ofctl({ target: defaultOpenflowTarget(target.ovsdb, target.bridge) });
+/**
+ * The bridge's flows (all, or one cookie's) over the native OpenFlow client, as ovs-ofctl's parsed
+ * dump would give them. Equivalent to: `ovs-ofctl dump-flows BRIDGE [cookie=C/-1]`.
+ */
+async function withFlowTable<T>(target: SwitchTarget, fn: (table: FlowTable) => Promise<T>): Promise<T> {
+  const table = new FlowTable(defaultOpenflowTarget(target.ovsdb, target.bridge));
+  try {
+    await table.waitUp(5000);
+    return await fn(table);
+  } finally {
+    await table.close();
+  }
+}
+
+async function dump(table: FlowTable, cookie?: bigint) {
+  return (await table.dump(cookie)).map(toFlowEntry);
 }
 
 /** Every flow on the bridge. */
 export async function bridgeFlows(target: SwitchTarget): Promise<FlowRow[]> {
   const pods = await podPorts(target);
   const owners = new Map(pods.map((p) => [p.cookie, `pod ${podLabel(p.record)}`]));
-  return rows(await ofctlFor(target).dumpFlows(), owners);
+  return rows(await withFlowTable(target, (t) => dump(t)), owners);
 }
 
 /** The flows of each pod port matching `query` (NAMESPACE/NAME or a container ID); none: empty. */
 export async function podFlows(target: SwitchTarget, query: string): Promise<PodFlows[]> {
   const pods = await podPorts(target);
   const owners = new Map(pods.map((p) => [p.cookie, `pod ${podLabel(p.record)}`]));
-  const ofctl = ofctlFor(target);
-  const out: PodFlows[] = [];
-  for (const p of pods.filter((x) => podMatches(x.record, query))) {
-    const flows = await ofctl.dumpFlows(`cookie=${cookieText(p.cookie)}/-1`);
-    out.push({
-      port: p.port,
-      ofport: p.ofport,
-      record: p.record,
-      cookie: cookieText(p.cookie),
-      flows: rows(flows, owners),
-    });
-  }
-  return out;
+  const matching = pods.filter((x) => podMatches(x.record, query));
+  if (matching.length === 0) return [];
+  return withFlowTable(target, async (table) => {
+    const out: PodFlows[] = [];
+    for (const p of matching) {
+      out.push({
+        port: p.port,
+        ofport: p.ofport,
+        record: p.record,
+        cookie: cookieText(p.cookie),
+        flows: rows(await dump(table, p.cookie), owners),
+      });
+    }
+    return out;
+  });
 }
