@@ -86,6 +86,15 @@ export interface OvsSwitchCounters {
   replayedFlows: number;
 }
 
+/**
+ * Pod ports get OpenFlow numbers from here up, chosen by podwire (Interface `ofport_request`), so a
+ * pod's flows go out while ovs-vswitchd is still opening its port; the gateway and the uplink keep
+ * the low numbers ovs-vswitchd picks itself (it never picks a number that a row has asked for).
+ */
+const POD_OFPORT_BASE = 100;
+/** The largest OpenFlow 1.3 port number a switch port may have (OFPP_MAX). */
+const OFPP_MAX = 0xffffff00;
+
 /** The OpenFlow versions the bridge speaks: 1.0 for no-flood ports, 1.3 for tools, 1.4+ for bundles. */
 const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 
@@ -136,6 +145,8 @@ export class OvsDatapath implements Datapath {
   /** Port operations (attach, detach, CHECK) in flight: a replay waits for them to settle. */
   #portOps = 0;
   #portOpsSettled: (() => void) | undefined;
+  /** OpenFlow numbers that pod ports have or asked for; refreshed from OVSDB by every replay. */
+  readonly #ofports = new Set<number>();
   /** Pod ports whose removal from OVSDB waits for OVSDB to come back (DEL during an outage). */
   readonly #pendingRemovals = new Set<string>();
   readonly counters: OvsSwitchCounters = {
@@ -228,6 +239,10 @@ export class OvsDatapath implements Datapath {
     }
     const want = pipelineFlows(gw);
     const vlanPorts: string[] = [];
+    this.#ofports.clear();
+    for (const row of rows) {
+      for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined && n > 0) this.#ofports.add(n);
+    }
     for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
@@ -296,6 +311,16 @@ export class OvsDatapath implements Datapath {
     this.#replaying = replaying;
   }
 
+  /** The lowest pod OpenFlow number that no port has or has asked for; taken until detach. */
+  #allocateOfport(): number {
+    let n = POD_OFPORT_BASE;
+    while (this.#ofports.has(n)) n++;
+    if (n > OFPP_MAX)
+      throw new DatapathError(`OVS bridge ${this.#o.bridge} has no OpenFlow port number left`);
+    this.#ofports.add(n);
+    return n;
+  }
+
   /** Runs one port operation; a replay starts only once none is in flight. */
   async #portOp<T>(fn: () => Promise<T>): Promise<T> {
     this.#portOps++;
@@ -329,8 +354,9 @@ export class OvsDatapath implements Datapath {
   }
 
   /**
-   * Equivalent to: `ovs-vsctl add-port BRIDGE HOSTVETH -- set Port HOSTVETH external_ids:...`, the
-   * pod's flows in one bundle that first deletes any flow left with the pod's cookie, then `ip link
+   * Equivalent to: `ovs-vsctl add-port BRIDGE HOSTVETH -- set Interface HOSTVETH ofport_request=N --
+   * set Port HOSTVETH external_ids:...` and, at the same time, the pod's flows for port N (first
+   * deleting any flow left with the pod's cookie); once ovs-vswitchd has opened the port, `ip link
    * set HOSTVETH up`. The veth's carrier comes on only then, so the pod's first frames (DAD, MLD,
    * the announcements) already meet its flows (I5). A re-attach after a restart (`podMac` empty)
    * adopts the recorded port.
@@ -358,13 +384,40 @@ export class OvsDatapath implements Datapath {
       ...(port.pod ? { pod: port.pod } : {}),
       ...(vlan ? { vlan } : {}),
     };
-    await vs.addPort(port.hostIfname, { externalIds: podExternalIds(record) });
-    const row = await vs.waitOfport(port.hostIfname, this.#portTimeoutMs);
     const cookie = podCookie(port.hostIfname);
-    await flows.apply({
-      deleteCookies: [cookie],
-      add: podFlows({ ofport: row.ofport as number, mac: port.podMac, ips: port.podIps, cookie, vlan }),
-    });
+    const program = (ofport: number) =>
+      // Not a bundle: the port's link is down until below, so nothing meets a half-written set (I5).
+      flows.apply({
+        deleteCookies: [cookie],
+        add: podFlows({ ofport, mac: port.podMac, ips: port.podIps, cookie, vlan }),
+        atomic: false,
+      });
+    // The port's number is chosen here, so its flows go out while ovs-vswitchd opens the port.
+    const ofport = this.#allocateOfport();
+    const [added, programmed] = await Promise.allSettled([
+      vs
+        .addPort(port.hostIfname, { externalIds: podExternalIds(record), ofportRequest: ofport })
+        .catch((err: unknown) => {
+          this.#ofports.delete(ofport); // no row asks for it (the rollback's detach finds none)
+          throw err;
+        })
+        .then(() => vs.waitOfport(port.hostIfname, this.#portTimeoutMs)),
+      program(ofport),
+    ]);
+    // Both settled before a failure is reported: the rollback's detach then finds the row and flows.
+    if (added.status === 'rejected') throw added.reason;
+    if (programmed.status === 'rejected') throw programmed.reason;
+    const row = added.value;
+    if (row.ofport !== ofport) {
+      // A port podwire did not make held the number: the flows follow the number it got.
+      this.#o.warn?.('OVS gave a pod port another OpenFlow number than asked for', {
+        port: port.hostIfname,
+        asked: ofport,
+        got: row.ofport,
+      });
+      this.#ofports.add(row.ofport as number);
+      await program(row.ofport as number);
+    }
     if (vlan) {
       // The node's untagged floods must not reach a pod of a VLAN; its VLAN's multicast flow does.
       await flows.setNoFlood(port.hostIfname);
@@ -407,6 +460,7 @@ export class OvsDatapath implements Datapath {
       if (!(err instanceof NotAvailableError)) throw err; // the switch went away: the replay drops them
     });
     await vs.removePort(hostIfname, row);
+    for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined) this.#ofports.delete(n);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
     if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
   }

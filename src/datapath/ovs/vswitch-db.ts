@@ -28,6 +28,8 @@ export interface PortRow {
   type: string;
   /** OpenFlow port number; undefined until ovs-vswitchd has opened it, -1 when it could not. */
   ofport: number | undefined;
+  /** Interface.ofport_request: the number asked for (podwire asks for one for each pod port). */
+  ofportRequest: number | undefined;
   /** Interface.error: why ovs-vswitchd could not open the interface. */
   error: string | undefined;
   /** Interface.mac: the MAC requested for an internal interface. */
@@ -140,7 +142,14 @@ export class VswitchDb {
    */
   async addPort(
     name: string,
-    options: { type?: '' | 'internal'; externalIds: Record<string, string>; mac?: string; mtu?: number },
+    options: {
+      type?: '' | 'internal';
+      externalIds: Record<string, string>;
+      mac?: string;
+      mtu?: number;
+      /** The OpenFlow port number to give it (Interface `ofport_request`); by default ovs-vswitchd picks. */
+      ofportRequest?: number;
+    },
   ): Promise<void> {
     await this.removePort(name);
     const iface: Record<string, unknown> = {
@@ -150,6 +159,7 @@ export class VswitchDb {
     };
     if (options.mac) iface.mac = options.mac;
     if (options.mtu) iface.mtu_request = options.mtu;
+    if (options.ofportRequest) iface.ofport_request = options.ofportRequest;
     const results = await this.#db.transact(DB, [
       { op: 'insert', table: 'Interface', row: iface, 'uuid-name': 'i' },
       {
@@ -241,7 +251,7 @@ export class VswitchDb {
         op: 'select',
         table: 'Interface',
         where,
-        columns: ['_uuid', 'type', 'ofport', 'error', 'mac', 'mac_in_use'],
+        columns: ['_uuid', 'type', 'ofport', 'ofport_request', 'error', 'mac', 'mac_in_use'],
       },
     ]);
     const bridge = rowsOf(bridges)[0];
@@ -259,6 +269,7 @@ export class VswitchDb {
         name: String(p.name),
         type: iface ? String(iface.type) : '',
         ofport: iface ? optionalInteger(iface.ofport) : undefined,
+        ofportRequest: iface ? optionalInteger(iface.ofport_request) : undefined,
         error: iface ? optionalString(iface.error) : undefined,
         mac: iface ? optionalString(iface.mac) : undefined,
         macInUse: iface ? optionalString(iface.mac_in_use) : undefined,

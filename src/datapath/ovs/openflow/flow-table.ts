@@ -17,10 +17,16 @@ import { decodeFlowStatsReply, encodeFlowStatsRequest, type FlowStats, OFPMP_FLO
 import { OFP10_VERSION, OFPT13 } from './header.js';
 import { noFlood, setNoFlood } from './port-mod-of10.js';
 
-/** A change applied as one bundle: every flow with one of `deleteCookies` goes, then `add` comes. */
+/** A change: every flow with one of `deleteCookies` goes, then `add` comes. */
 export interface FlowChange {
   deleteCookies?: readonly bigint[];
   add?: readonly string[];
+  /**
+   * One atomic bundle (the default: 3 round trips, see connection.ts), or, when false, the flow mods
+   * and one barrier in a single write (1 round trip): in order, each applied as it arrives, the
+   * first failure reported. For flows nothing can reach yet, e.g. those of a port whose link is down.
+   */
+  atomic?: boolean;
 }
 
 /** What `replace` changed: flows added (or changed) and flows deleted. */
@@ -60,8 +66,8 @@ export class FlowTable {
   }
 
   /**
-   * Applies `change` atomically. Equivalent to: `ovs-ofctl --bundle add-flows SWITCH -` fed
-   * `delete cookie=C/-1` lines, then the flows.
+   * Applies `change`, atomically unless it says otherwise. Equivalent to: `ovs-ofctl --bundle
+   * add-flows SWITCH -` fed `delete cookie=C/-1` lines, then the flows.
    */
   async apply(change: FlowChange): Promise<void> {
     const messages = [
@@ -69,7 +75,7 @@ export class FlowTable {
       ...(change.add ?? []).map((text) => flowMod(encodeFlowMod(flowAdd(parseFlowText(text))))),
     ];
     if (messages.length === 0) return;
-    if (messages.length === 1) await this.#of13.transact(messages);
+    if (messages.length === 1 || change.atomic === false) await this.#of13.transact(messages);
     else await this.#of13.bundle(messages);
   }
 
