@@ -246,7 +246,7 @@ export class OvsDatapath implements Datapath {
     for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
-      if (!rec || row.ofport === undefined || row.ofport < 1) continue;
+      if (!rec || row.ofport === undefined || row.ofport < 1 || this.#pendingRemovals.has(row.name)) continue;
       want.push(
         ...podFlows({
           ofport: row.ofport,
@@ -281,8 +281,8 @@ export class OvsDatapath implements Datapath {
       if (!this.#started || !flows?.connection.connected) return;
       while (this.#portOps > 0) await new Promise<void>((resolve) => (this.#portOpsSettled = resolve));
       const started = performance.now();
-      const changed = await this.#installAll(flows);
       await this.#removePending();
+      const changed = await this.#installAll(flows);
       this.counters.replays++;
       this.counters.replayedFlows += changed;
       this.#switchReady = flows.connection.connected;
@@ -444,6 +444,12 @@ export class OvsDatapath implements Datapath {
   }
 
   async #detachPort(hostIfname: string): Promise<void> {
+    const flows = this.#switchReady ? this.#flows : undefined;
+    // While the switch is away the pod's flows stay until the replay that precedes the next ADD.
+    const dropFlows = () =>
+      flows?.deleteCookie(podCookie(hostIfname)).catch((err: unknown) => {
+        if (!(err instanceof NotAvailableError)) throw err; // the switch went away: the replay drops them
+      });
     let vs: VswitchDb;
     let row: PortRow | undefined;
     try {
@@ -451,14 +457,13 @@ export class OvsDatapath implements Datapath {
       row = await vs.port(hostIfname);
     } catch (err) {
       if (!(err instanceof NotAvailableError)) throw err;
+      // OVSDB is away, and with it ovs-vswitchd's OpenFlow service (it serves OpenFlow only while it
+      // holds its database lock): the replay after OVSDB's return removes the row, then the flows.
       this.#pendingRemovals.add(hostIfname);
       return;
     }
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
-    const flows = this.#switchReady ? this.#flows : undefined;
-    await flows?.deleteCookie(podCookie(hostIfname)).catch((err: unknown) => {
-      if (!(err instanceof NotAvailableError)) throw err; // the switch went away: the replay drops them
-    });
+    await dropFlows();
     await vs.removePort(hostIfname, row);
     for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined) this.#ofports.delete(n);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
