@@ -215,7 +215,14 @@ async function runOne(
       nodeFlags: [...AGENT_NODE_FLAGS, ...extraFlags],
       config: {
         podCIDRs: null,
-        cluster: { store: 'etcd', endpoints: [etcd.endpoint], prefix: PREFIX, requestTimeoutMs: 8000 },
+        cluster: {
+          store: 'etcd',
+          endpoints: [etcd.endpoint],
+          prefix: PREFIX,
+          requestTimeoutMs: 8000,
+          // The bench's etcd speaks plain http inside its own underlay namespace.
+          ...(etcd.endpoint.startsWith('http://') ? { insecure: true } : {}),
+        },
         nodeName: 'node-0',
         uplink: member.uplink,
         trafficMode: 'encap',
