@@ -51,6 +51,8 @@ interface PhaseResult {
   fdb: number;
   /** ADD latencies (ms) of the ADDs started during the phase. */
   adds: number[];
+  /** CPU seconds the agent used (all its threads, user + system) from the first write until done. */
+  cpuS?: number;
 }
 
 interface RunResult {
@@ -72,6 +74,14 @@ function peerRecord(i: number): { name: string; value: string } {
     vtepMac: vtepMacFor(name),
   };
   return { name, value: JSON.stringify(record) };
+}
+
+/** CPU seconds the process has used so far, all threads, user + system (/proc/PID/stat). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command (which may hold spaces) in parentheses; utime and stime are 14 and 15.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
 }
 
 function rssMiB(pid: number): number {
@@ -135,6 +145,7 @@ async function phase(
   onPoll: () => void,
 ): Promise<PhaseResult> {
   let finished = false;
+  const cpu0 = cpuSeconds(o.pid);
   const t0 = performance.now();
   const adds = addLoop(o.node, o.pods, () => finished, o.tag);
   // Never an unhandled rejection (it would end the process before the cleanup): a failed ADD loop
@@ -147,12 +158,14 @@ async function phase(
   writing.catch(() => undefined);
   let last = { routes: 0, fdb: 0 };
   let seconds: number | undefined;
+  let cpuS: number | undefined;
   try {
     for (;;) {
       last = await kernelCounts(o.ns);
       onPoll();
       if (done(last, written)) {
         seconds = (performance.now() - t0) / 1000;
+        cpuS = cpuSeconds(o.pid) - cpu0;
         break;
       }
       if (performance.now() - t0 > o.timeoutMs) break;
@@ -168,7 +181,7 @@ async function phase(
     const settled = await Promise.race([adds, sleep(2000).then(() => undefined)]);
     return { seconds, ...last, adds: settled ?? [] };
   }
-  return { seconds, ...last, adds: await adds };
+  return { seconds, ...last, adds: await adds, ...(cpuS === undefined ? {} : { cpuS }) };
 }
 
 async function runOne(
@@ -301,17 +314,19 @@ function fmtS(p: PhaseResult, peers: number): string {
 
 function table(results: readonly RunResult[]): string {
   const rows = [
-    '| implementation | peers | programmed | removed | agent RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| implementation | peers | programmed | removed | agent CPU s join / leave | agent RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const max = (xs: readonly number[]) => (xs.length === 0 ? Number.NaN : Math.max(...xs));
+  // Runs recorded before the CPU column have none.
+  const cpu = (p: PhaseResult) => (p.cpuS === undefined ? '—' : p.cpuS.toFixed(2));
   for (const r of results) {
     const idle = p50(r.idleAdds);
     const join = p50(r.program.adds);
     const j = r.program.adds;
     const l = r.remove.adds;
     rows.push(
-      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
+      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${cpu(r.program)} / ${cpu(r.remove)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
     );
   }
   return rows.join('\n');

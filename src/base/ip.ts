@@ -308,8 +308,41 @@ export function* subnets(outer: Prefix, length: number): Generator<Prefix, void,
   for (let i = 0n; i < count; i++) yield makePrefix(outer.family, outer.network + i * step, length);
 }
 
+/**
+ * Dotted-quad text straight to its 4 bytes, accepting exactly what `parseIpv4` accepts (octets 0-255,
+ * no leading zeros), without the bigint arithmetic: netlink requests for thousands of peers parse
+ * their addresses here. Undefined for anything else (IPv6 included).
+ */
+function ipv4Bytes(text: string): Uint8Array | undefined {
+  if (text.length > 15) return undefined;
+  const out = new Uint8Array(4);
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x2e /* . */) {
+      if (digits === 0 || part === 3) return undefined;
+      out[part++] = value;
+      value = 0;
+      digits = 0;
+      continue;
+    }
+    if (c < 0x30 || c > 0x39) return undefined;
+    if (digits === 1 && value === 0) return undefined; // a leading zero
+    value = value * 10 + (c - 0x30);
+    digits++;
+    if (value > 255) return undefined;
+  }
+  if (part !== 3 || digits === 0) return undefined;
+  out[3] = value;
+  return out;
+}
+
 /** The family and bytes of address text; throws InvalidConfigError when it is not an address. */
 export function parseIpBytes(text: string): { family: IpFamily; bytes: Uint8Array } {
+  const v4 = ipv4Bytes(text);
+  if (v4 !== undefined) return { family: 4, bytes: v4 };
   const ip = parseIpOrThrow(text);
   return { family: ip.family, bytes: new Uint8Array(ipValueToBytes(ip)) };
 }

@@ -323,11 +323,12 @@ export class ClusterNode {
     for (let i = 0; i < changes.put.length || i < changes.removed.length; i += DELTA_SLICE) {
       if (i > 0) await setImmediatePromise();
       await this.#letCniFirst();
-      this.#status = await this.#overlay.updatePeers({
+      await this.#overlay.updatePeers({
         put: changes.put.slice(i, i + DELTA_SLICE),
         removed: changes.removed.slice(i, i + DELTA_SLICE),
       });
     }
+    this.#status = this.#overlay.status();
     this.#o.log.info('peers programmed', {
       put: changes.put.length,
       removed: changes.removed.length,
