@@ -63,6 +63,16 @@ interface RunResult {
   idleAdds: number[];
   rssMiB: number;
   peakRssMiB: number;
+  /** The agent restarted with every peer in the store (current implementation only). */
+  restart?: RestartResult;
+}
+
+interface RestartResult {
+  /** From the restart until the agent logged its converge of all peers. */
+  seconds: number | undefined;
+  /** RSS once converged, and the peak from start until then (sampled every 20 ms). */
+  rssMiB: number;
+  peakRssMiB: number;
 }
 
 function peerRecord(i: number): { name: string; value: string } {
@@ -184,6 +194,34 @@ async function phase(
   return { seconds, ...last, adds: await adds, ...(cpuS === undefined ? {} : { cpuS }) };
 }
 
+/** Stops the agent, starts it again and waits until it has converged to all `peers` from its list. */
+async function restartPhase(node: TestNode, peers: number, timeoutMs: number): Promise<RestartResult> {
+  await node.stopAgent('SIGTERM');
+  const from = node.logs.length;
+  const t0 = performance.now();
+  await node.startAgent();
+  const pid = node.agentPid;
+  let peak = rssMiB(pid);
+  const converged = (): boolean => {
+    for (let i = node.logs.indexOf('"peers converged"', from); i >= 0; ) {
+      const line = node.logs.slice(node.logs.lastIndexOf('\n', i) + 1, node.logs.indexOf('\n', i));
+      if ((JSON.parse(line) as { peers?: number }).peers === peers) return true;
+      i = node.logs.indexOf('"peers converged"', i + 1);
+    }
+    return false;
+  };
+  let seconds: number | undefined;
+  while (performance.now() - t0 < timeoutMs) {
+    peak = Math.max(peak, rssMiB(pid));
+    if (converged()) {
+      seconds = (performance.now() - t0) / 1000;
+      break;
+    }
+    await sleep(20);
+  }
+  return { seconds, rssMiB: rssMiB(pid), peakRssMiB: peak };
+}
+
 async function runOne(
   mode: Mode,
   peers: number,
@@ -267,7 +305,7 @@ async function runOne(
     let peak = 0;
     const o = { node, pods, ns: member.ns, timeoutMs, pid };
     const sample = () => {
-      peak = Math.max(peak, rssMiB(pid));
+      peak = Math.max(peak, rssMiB(node?.agentPid ?? pid));
     };
     const program = await phase(
       { ...o, tag: 'join' },
@@ -280,15 +318,27 @@ async function runOne(
       const none: PhaseResult = { seconds: undefined, routes: -1, fdb: -1, adds: [] };
       return { mode, peers, program, remove: none, idleAdds, rssMiB: rss, peakRssMiB: peak };
     }
+    // A restart with every peer in the store: the agent lists them all, then converges (the kernel
+    // already holds their entries, so it sends nothing); what that list costs in memory.
+    const restart = mode === 'current' ? await restartPhase(node, peers, timeoutMs) : undefined;
     const remove = await phase(
-      { ...o, tag: 'leave' },
+      { ...o, ...(restart ? { pid: node.agentPid } : {}), tag: 'leave' },
       () => writeAll(kv, keys, peers, true),
       (c, written) => (mode === 'control' ? written : c.routes === 0 && c.fdb === 0),
       sample,
     );
     const logFile = process.env.CLUSTER_SCALE_AGENT_LOG;
     if (logFile) writeFileSync(`${logFile}.${mode}.${peers}`, node.logs);
-    return { mode, peers, program, remove, idleAdds, rssMiB: rss, peakRssMiB: peak };
+    return {
+      mode,
+      peers,
+      program,
+      remove,
+      idleAdds,
+      rssMiB: rss,
+      peakRssMiB: peak,
+      ...(restart ? { restart } : {}),
+    };
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -314,19 +364,23 @@ function fmtS(p: PhaseResult, peers: number): string {
 
 function table(results: readonly RunResult[]): string {
   const rows = [
-    '| implementation | peers | programmed | removed | agent CPU s join / leave | agent RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| implementation | peers | programmed | removed | agent CPU s join / leave | agent RSS MiB (peak) | restart: converged, RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const max = (xs: readonly number[]) => (xs.length === 0 ? Number.NaN : Math.max(...xs));
   // Runs recorded before the CPU column have none.
   const cpu = (p: PhaseResult) => (p.cpuS === undefined ? '—' : p.cpuS.toFixed(2));
+  const restart = (x: RestartResult | undefined) =>
+    x === undefined
+      ? '—'
+      : `${x.seconds === undefined ? 'not done' : `${x.seconds.toFixed(2)} s`}, ${x.rssMiB.toFixed(0)} (${x.peakRssMiB.toFixed(0)})`;
   for (const r of results) {
     const idle = p50(r.idleAdds);
     const join = p50(r.program.adds);
     const j = r.program.adds;
     const l = r.remove.adds;
     rows.push(
-      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${cpu(r.program)} / ${cpu(r.remove)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
+      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${cpu(r.program)} / ${cpu(r.remove)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${restart(r.restart)} | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
     );
   }
   return rows.join('\n');
