@@ -7,7 +7,10 @@
  *
  * - time from the first write until the node's kernel holds a route (proto 250) and an FDB entry for
  *   every peer, and from the first delete until none is left;
- * - the agent's RSS once all peers are programmed (and its peak while they were);
+ * - the agent's RSS once all peers are programmed (and its peak while they were), and the CPU it
+ *   used (all threads) from the first write (delete) until done;
+ * - current implementation only: the agent restarted with every peer in the store, the time until it
+ *   has listed and converged them, and its RSS then (what a list of N records costs, decision 23);
  * - CNI ADD latency on the node, one ADD (then its DEL) at a time through the relay: idle before the
  *   join, and while the peers join (and leave).
  *
