@@ -52,6 +52,8 @@ export interface EtcdOptions {
   tls?: boolean;
   /** etcd's `--auth-token-ttl` (seconds; etcd's default 300): how long an unused auth token lives. */
   authTokenTtl?: number;
+  /** etcd's `--max-request-bytes` (default 1.5 MiB): also the size above which it fragments watch responses. */
+  maxRequestBytes?: number;
 }
 
 /** An etcd user `enableAuth` creates, with read-write permission on `prefix` (none: no role). */
@@ -112,6 +114,7 @@ export class EtcdServer {
   /** The certificates, with `tls`. */
   readonly pki: TestPki | undefined;
   readonly #authTokenTtl: number | undefined;
+  readonly #maxRequestBytes: number | undefined;
   /** Set by `enableAuth`: the bed's own requests authenticate as root. */
   #root: { name: string; password: string } | undefined;
   readonly #peerPort: number;
@@ -144,6 +147,7 @@ export class EtcdServer {
     const h = this.host.includes(':') ? `[${this.host}]` : this.host;
     this.pki = o.pki;
     this.#authTokenTtl = o.opts.authTokenTtl;
+    this.#maxRequestBytes = o.opts.maxRequestBytes;
     this.endpoint = `${o.pki ? 'https' : 'http'}://${h}:${this.clientPort}`;
   }
 
@@ -233,6 +237,7 @@ export class EtcdServer {
       );
     }
     if (this.#authTokenTtl !== undefined) args.push('--auth-token-ttl', String(this.#authTokenTtl));
+    if (this.#maxRequestBytes !== undefined) args.push('--max-request-bytes', String(this.#maxRequestBytes));
     const child = spawn('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.#child = child;
     child.stderr?.on('data', (d: Buffer) => {

@@ -7,7 +7,10 @@
  *
  * - time from the first write until the node's kernel holds a route (proto 250) and an FDB entry for
  *   every peer, and from the first delete until none is left;
- * - the agent's RSS once all peers are programmed (and its peak while they were);
+ * - the agent's RSS once all peers are programmed (and its peak while they were), and the CPU it
+ *   used (all threads) from the first write (delete) until done;
+ * - current implementation only: the agent restarted with every peer in the store, the time until it
+ *   has listed and converged them, and its RSS then (what a list of N records costs, decision 23);
  * - CNI ADD latency on the node, one ADD (then its DEL) at a time through the relay: idle before the
  *   join, and while the peers join (and leave).
  *
@@ -51,6 +54,8 @@ interface PhaseResult {
   fdb: number;
   /** ADD latencies (ms) of the ADDs started during the phase. */
   adds: number[];
+  /** CPU seconds the agent used (all its threads, user + system) from the first write until done. */
+  cpuS?: number;
 }
 
 interface RunResult {
@@ -59,6 +64,16 @@ interface RunResult {
   program: PhaseResult;
   remove: PhaseResult;
   idleAdds: number[];
+  rssMiB: number;
+  peakRssMiB: number;
+  /** The agent restarted with every peer in the store (current implementation only). */
+  restart?: RestartResult;
+}
+
+interface RestartResult {
+  /** From the restart until the agent logged its converge of all peers. */
+  seconds: number | undefined;
+  /** RSS once converged, and the peak from start until then (sampled every 20 ms). */
   rssMiB: number;
   peakRssMiB: number;
 }
@@ -72,6 +87,14 @@ function peerRecord(i: number): { name: string; value: string } {
     vtepMac: vtepMacFor(name),
   };
   return { name, value: JSON.stringify(record) };
+}
+
+/** CPU seconds the process has used so far, all threads, user + system (/proc/PID/stat). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command (which may hold spaces) in parentheses; utime and stime are 14 and 15.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
 }
 
 function rssMiB(pid: number): number {
@@ -135,6 +158,7 @@ async function phase(
   onPoll: () => void,
 ): Promise<PhaseResult> {
   let finished = false;
+  const cpu0 = cpuSeconds(o.pid);
   const t0 = performance.now();
   const adds = addLoop(o.node, o.pods, () => finished, o.tag);
   // Never an unhandled rejection (it would end the process before the cleanup): a failed ADD loop
@@ -147,12 +171,14 @@ async function phase(
   writing.catch(() => undefined);
   let last = { routes: 0, fdb: 0 };
   let seconds: number | undefined;
+  let cpuS: number | undefined;
   try {
     for (;;) {
       last = await kernelCounts(o.ns);
       onPoll();
       if (done(last, written)) {
         seconds = (performance.now() - t0) / 1000;
+        cpuS = cpuSeconds(o.pid) - cpu0;
         break;
       }
       if (performance.now() - t0 > o.timeoutMs) break;
@@ -168,7 +194,35 @@ async function phase(
     const settled = await Promise.race([adds, sleep(2000).then(() => undefined)]);
     return { seconds, ...last, adds: settled ?? [] };
   }
-  return { seconds, ...last, adds: await adds };
+  return { seconds, ...last, adds: await adds, ...(cpuS === undefined ? {} : { cpuS }) };
+}
+
+/** Stops the agent, starts it again and waits until it has converged to all `peers` from its list. */
+async function restartPhase(node: TestNode, peers: number, timeoutMs: number): Promise<RestartResult> {
+  await node.stopAgent('SIGTERM');
+  const from = node.logs.length;
+  const t0 = performance.now();
+  await node.startAgent();
+  const pid = node.agentPid;
+  let peak = rssMiB(pid);
+  const converged = (): boolean => {
+    for (let i = node.logs.indexOf('"peers converged"', from); i >= 0; ) {
+      const line = node.logs.slice(node.logs.lastIndexOf('\n', i) + 1, node.logs.indexOf('\n', i));
+      if ((JSON.parse(line) as { peers?: number }).peers === peers) return true;
+      i = node.logs.indexOf('"peers converged"', i + 1);
+    }
+    return false;
+  };
+  let seconds: number | undefined;
+  while (performance.now() - t0 < timeoutMs) {
+    peak = Math.max(peak, rssMiB(pid));
+    if (converged()) {
+      seconds = (performance.now() - t0) / 1000;
+      break;
+    }
+    await sleep(20);
+  }
+  return { seconds, rssMiB: rssMiB(pid), peakRssMiB: peak };
 }
 
 async function runOne(
@@ -215,7 +269,14 @@ async function runOne(
       nodeFlags: [...AGENT_NODE_FLAGS, ...extraFlags],
       config: {
         podCIDRs: null,
-        cluster: { store: 'etcd', endpoints: [etcd.endpoint], prefix: PREFIX, requestTimeoutMs: 8000 },
+        cluster: {
+          store: 'etcd',
+          endpoints: [etcd.endpoint],
+          prefix: PREFIX,
+          requestTimeoutMs: 8000,
+          // The bench's etcd speaks plain http inside its own underlay namespace.
+          ...(etcd.endpoint.startsWith('http://') ? { insecure: true } : {}),
+        },
         nodeName: 'node-0',
         uplink: member.uplink,
         trafficMode: 'encap',
@@ -247,7 +308,7 @@ async function runOne(
     let peak = 0;
     const o = { node, pods, ns: member.ns, timeoutMs, pid };
     const sample = () => {
-      peak = Math.max(peak, rssMiB(pid));
+      peak = Math.max(peak, rssMiB(node?.agentPid ?? pid));
     };
     const program = await phase(
       { ...o, tag: 'join' },
@@ -260,15 +321,27 @@ async function runOne(
       const none: PhaseResult = { seconds: undefined, routes: -1, fdb: -1, adds: [] };
       return { mode, peers, program, remove: none, idleAdds, rssMiB: rss, peakRssMiB: peak };
     }
+    // A restart with every peer in the store: the agent lists them all, then converges (the kernel
+    // already holds their entries, so it sends nothing); what that list costs in memory.
+    const restart = mode === 'current' ? await restartPhase(node, peers, timeoutMs) : undefined;
     const remove = await phase(
-      { ...o, tag: 'leave' },
+      { ...o, ...(restart ? { pid: node.agentPid } : {}), tag: 'leave' },
       () => writeAll(kv, keys, peers, true),
       (c, written) => (mode === 'control' ? written : c.routes === 0 && c.fdb === 0),
       sample,
     );
     const logFile = process.env.CLUSTER_SCALE_AGENT_LOG;
     if (logFile) writeFileSync(`${logFile}.${mode}.${peers}`, node.logs);
-    return { mode, peers, program, remove, idleAdds, rssMiB: rss, peakRssMiB: peak };
+    return {
+      mode,
+      peers,
+      program,
+      remove,
+      idleAdds,
+      rssMiB: rss,
+      peakRssMiB: peak,
+      ...(restart ? { restart } : {}),
+    };
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -294,17 +367,23 @@ function fmtS(p: PhaseResult, peers: number): string {
 
 function table(results: readonly RunResult[]): string {
   const rows = [
-    '| implementation | peers | programmed | removed | agent RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| implementation | peers | programmed | removed | agent CPU s join / leave | agent RSS MiB (peak) | restart: converged, RSS MiB (peak) | ADD p50 idle ms | ADD p50 / max during join ms (n) | join p50 / idle p50 | ADD p50 / max during leave ms (n) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const max = (xs: readonly number[]) => (xs.length === 0 ? Number.NaN : Math.max(...xs));
+  // Runs recorded before the CPU column have none.
+  const cpu = (p: PhaseResult) => (p.cpuS === undefined ? '—' : p.cpuS.toFixed(2));
+  const restart = (x: RestartResult | undefined) =>
+    x === undefined
+      ? '—'
+      : `${x.seconds === undefined ? 'not done' : `${x.seconds.toFixed(2)} s`}, ${x.rssMiB.toFixed(0)} (${x.peakRssMiB.toFixed(0)})`;
   for (const r of results) {
     const idle = p50(r.idleAdds);
     const join = p50(r.program.adds);
     const j = r.program.adds;
     const l = r.remove.adds;
     rows.push(
-      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
+      `| ${r.mode} | ${r.peers} | ${fmtS(r.program, r.peers)} | ${fmtS(r.remove, r.peers)} | ${cpu(r.program)} / ${cpu(r.remove)} | ${r.rssMiB.toFixed(0)} (${r.peakRssMiB.toFixed(0)}) | ${restart(r.restart)} | ${idle.toFixed(1)} | ${join.toFixed(1)} / ${max(j).toFixed(0)} (${j.length}) | ${(join / idle).toFixed(2)} | ${p50(l).toFixed(1)} / ${max(l).toFixed(0)} (${l.length}) |`,
     );
   }
   return rows.join('\n');

@@ -31,21 +31,43 @@ export function addressBits(family: IpFamily): 32 | 128 {
   return family === 4 ? 32 : 128;
 }
 
-const IPV4_OCTET = /^(0|[1-9][0-9]{0,2})$/;
 const IPV6_GROUP = /^[0-9a-fA-F]{1,4}$/;
 const PREFIX_LENGTH = /^(0|[1-9][0-9]{0,2})$/;
 
-function parseIpv4(text: string): bigint | undefined {
-  const parts = text.split('.');
-  if (parts.length !== 4) return undefined;
-  let value = 0n;
-  for (const part of parts) {
-    if (!IPV4_OCTET.test(part)) return undefined;
-    const octet = Number(part);
+/**
+ * Dotted-quad text: four octets 0-255 in decimal without leading zeros, as a number (below 2^32).
+ * A character loop, without splitting or bigint arithmetic: a join of thousands of peers parses
+ * their addresses and CIDRs several times each (record check, routes, netlink requests).
+ */
+function ipv4Number(text: string): number | undefined {
+  if (text.length > 15) return undefined;
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x2e /* . */) {
+      if (digits === 0 || dots === 3) return undefined;
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+      dots++;
+      continue;
+    }
+    if (c < 0x30 || c > 0x39) return undefined;
+    if (digits === 1 && octet === 0) return undefined; // a leading zero
+    octet = octet * 10 + (c - 0x30);
+    digits++;
     if (octet > 255) return undefined;
-    value = (value << 8n) | BigInt(octet);
   }
-  return value;
+  if (dots !== 3 || digits === 0) return undefined;
+  return value * 256 + octet;
+}
+
+function parseIpv4(text: string): bigint | undefined {
+  const n = ipv4Number(text);
+  return n === undefined ? undefined : BigInt(n);
 }
 
 /** The groups on one side of "::"; an embedded IPv4 address is allowed only as the very last piece. */
@@ -118,7 +140,8 @@ export function cidrFamily(text: string): IpFamily | undefined {
 /** Canonical text of an address value (see the file comment). */
 export function formatIp(family: IpFamily, value: bigint): string {
   if (family === 4) {
-    return [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 0xffn)).join('.');
+    const n = Number(BigInt.asUintN(32, value));
+    return `${n >>> 24}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
   }
   const groups: number[] = [];
   for (let shift = 112n; shift >= 0n; shift -= 16n) groups.push(Number((value >> shift) & 0xffffn));
@@ -210,8 +233,14 @@ export function formatIpBytes(bytes: Uint8Array, offset = 0, length = bytes.leng
 
 // --- Prefixes. ---
 
+/** The host masks of every prefix length, per family: constants, computed once. */
+const HOST_MASKS: Record<IpFamily, readonly bigint[]> = {
+  4: Array.from({ length: 33 }, (_, len) => (1n << BigInt(32 - len)) - 1n),
+  6: Array.from({ length: 129 }, (_, len) => (1n << BigInt(128 - len)) - 1n),
+};
+
 function hostMask(family: IpFamily, length: number): bigint {
-  return (1n << BigInt(addressBits(family) - length)) - 1n;
+  return HOST_MASKS[family][length] ?? (1n << BigInt(addressBits(family) - length)) - 1n;
 }
 
 /** A prefix from a network value whose host bits are zero (the caller makes sure). */
@@ -308,8 +337,17 @@ export function* subnets(outer: Prefix, length: number): Generator<Prefix, void,
   for (let i = 0n; i < count; i++) yield makePrefix(outer.family, outer.network + i * step, length);
 }
 
+/** Dotted-quad text straight to its 4 bytes, without bigints; undefined for anything else (IPv6 included). */
+function ipv4Bytes(text: string): Uint8Array | undefined {
+  const n = ipv4Number(text);
+  if (n === undefined) return undefined;
+  return Uint8Array.of(n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);
+}
+
 /** The family and bytes of address text; throws InvalidConfigError when it is not an address. */
 export function parseIpBytes(text: string): { family: IpFamily; bytes: Uint8Array } {
+  const v4 = ipv4Bytes(text);
+  if (v4 !== undefined) return { family: 4, bytes: v4 };
   const ip = parseIpOrThrow(text);
   return { family: ip.family, bytes: new Uint8Array(ipValueToBytes(ip)) };
 }

@@ -278,17 +278,21 @@ export class EtcdGateway {
         throw err;
       }
     }
-    let buffered = '';
+    // The bytes of the message being received, as they came: a message is decoded once its newline
+    // arrives, and only the new chunk is searched for it (a large message in many chunks is never
+    // re-scanned or re-concatenated per chunk, nor a UTF-8 character cut at a chunk's edge decoded).
+    const partial: Buffer[] = [];
     try {
       for await (const chunk of res) {
-        buffered += (chunk as Buffer).toString('utf8');
-        let nl = buffered.indexOf('\n');
-        while (nl >= 0) {
-          const line = buffered.slice(0, nl).trim();
-          buffered = buffered.slice(nl + 1);
+        let rest = chunk as Buffer;
+        for (let nl = rest.indexOf(0x0a); nl >= 0; nl = rest.indexOf(0x0a)) {
+          partial.push(rest.subarray(0, nl));
+          const line = Buffer.concat(partial).toString('utf8').trim();
+          partial.length = 0;
+          rest = rest.subarray(nl + 1);
           if (line !== '') yield parseJson(ep, path, line);
-          nl = buffered.indexOf('\n');
         }
+        if (rest.length > 0) partial.push(rest);
       }
     } catch (err) {
       if (signal.aborted || this.#destroyed.signal.aborted) return;

@@ -8,7 +8,7 @@
  *   PREFIX/cidrs/CIDR    -> NAME of the node that holds the CIDR  (the lease itself: one key per CIDR)
  *   PREFIX/leases/NAME   -> {"podCIDRs": [...]}                   (the node's side of its leases)
  */
-import type { EtcdGateway } from './etcd-gateway.js';
+import { type EtcdGateway, GatewayError } from './etcd-gateway.js';
 
 export class EtcdKeys {
   readonly prefix: string;
@@ -80,7 +80,16 @@ export interface WireHeader {
 interface WireRange {
   header?: WireHeader;
   kvs?: WireKv[];
+  /** More keys in the range than `limit` let through. */
+  more?: boolean;
 }
+
+/** Keys per page of `rangePages` (docs/decisions/0023-paged-etcd-lists.md). */
+export const RANGE_PAGE_SIZE = 500;
+/** gRPC code of a read at a revision etcd has compacted away. */
+const GRPC_OUT_OF_RANGE = 11;
+/** How often a paged read starts again after a compaction overtook it. */
+const PAGED_RESTARTS = 3;
 interface WireTxn {
   header?: WireHeader;
   succeeded?: boolean;
@@ -143,6 +152,51 @@ export class EtcdKv {
     if (opts.prefix) body.range_end = prefixEnd(key);
     const res = await this.#gw.call<WireRange>('/v3/kv/range', body, opts.signal);
     return { revision: res.header?.revision ?? '0', kvs: (res.kvs ?? []).map(decodeKv) };
+  }
+
+  /**
+   * Every key under `prefix`, `pageSize` keys per request, each page decoded and handed over before
+   * the next is asked for: no answer holds more than one page (a 5000-node list is ~2 MB of JSON in
+   * one answer; paged, ~200 KB). All pages are read at the first page's revision, so together they
+   * are one consistent snapshot, as a single range would be. Should etcd compact that revision away
+   * before the last page (gRPC 11), the read starts again at the newest revision and `onRestart`
+   * says so, so that the caller drops the pages it had (at most PAGED_RESTARTS times).
+   * Equivalent to: `etcdctl get PREFIX --prefix --limit N`, continued from after the last key.
+   */
+  async rangePages(
+    prefix: string,
+    opts: {
+      pageSize?: number;
+      signal?: AbortSignal;
+      onPage: (kvs: Kv[]) => void;
+      onRestart?: () => void;
+    },
+  ): Promise<{ revision: string }> {
+    const pageSize = opts.pageSize ?? RANGE_PAGE_SIZE;
+    const end = prefixEnd(prefix);
+    for (let attempt = 0; ; attempt++) {
+      let revision: string | undefined;
+      let from = b64(prefix);
+      try {
+        for (;;) {
+          const body: Record<string, string> = { key: from, range_end: end, limit: String(pageSize) };
+          if (revision !== undefined) body.revision = revision;
+          const res = await this.#gw.call<WireRange>('/v3/kv/range', body, opts.signal);
+          revision ??= res.header?.revision ?? '0';
+          const wire = res.kvs ?? [];
+          const last = wire.at(-1)?.key;
+          opts.onPage(wire.map(decodeKv));
+          if (res.more !== true || last === undefined) return { revision };
+          // The next page starts right after the last key: that key with a zero byte appended.
+          from = Buffer.concat([Buffer.from(last, 'base64'), Buffer.from([0])]).toString('base64');
+        }
+      } catch (err) {
+        const compacted =
+          revision !== undefined && err instanceof GatewayError && err.grpcCode === GRPC_OUT_OF_RANGE;
+        if (!compacted || attempt >= PAGED_RESTARTS) throw err;
+        opts.onRestart?.();
+      }
+    }
   }
 
   /** Equivalent to: `etcdctl txn` with the compares, then-ops and else-ops given. */

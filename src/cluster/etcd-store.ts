@@ -133,9 +133,22 @@ export class EtcdStore implements ClusterStore {
 
   listNodes(opts: OpOptions = {}): Promise<NodeList> {
     return this.#op('listNodes', async () => {
-      const res = await this.#kv.range(this.#keys.nodes, { prefix: true, ...opts });
-      const nodes = res.kvs.map((kv) => this.#stored(kv)).filter((s) => s !== undefined);
-      return { revision: res.revision, nodes: nodes.sort(byName) };
+      // In pages, each decoded to records as it comes: the raw answer for thousands of nodes is
+      // never held whole (decision 23).
+      let nodes: StoredNode[] = [];
+      const { revision } = await this.#kv.rangePages(this.#keys.nodes, {
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        onPage: (kvs) => {
+          for (const kv of kvs) {
+            const s = this.#stored(kv);
+            if (s !== undefined) nodes.push(s);
+          }
+        },
+        onRestart: () => {
+          nodes = [];
+        },
+      });
+      return { revision, nodes: nodes.sort(byName) };
     });
   }
 

@@ -30,6 +30,8 @@ interface WireWatchResponse {
   canceled?: boolean;
   compact_revision?: string;
   cancel_reason?: string;
+  /** More of this response follows in the next message (asked for with `fragment: true`). */
+  fragment?: boolean;
   events?: { type?: 'PUT' | 'DELETE'; kv?: WireKv }[];
 }
 
@@ -76,6 +78,8 @@ export async function* watchNodes(
         continue;
       }
       let cursor: bigint = revision;
+      /** The highest revision delivered by the fragments of a response not yet complete. */
+      let fragmentLast: bigint | undefined;
       let relist = false;
       const body = {
         create_request: {
@@ -83,6 +87,10 @@ export async function* watchNodes(
           range_end: prefixEnd(ctx.keys.nodes),
           start_revision: String(cursor + 1n),
           progress_notify: true,
+          // A response larger than etcd's request limit plus 512 KiB (2 MiB by default) comes in
+          // fragments instead of one message of any size: catching up after a long outage, etcd
+          // batches up to 1000 revisions into one response (decision 23).
+          fragment: true,
         },
       };
       for await (const message of ctx.gateway.stream('/v3/watch', body, signal)) {
@@ -117,7 +125,7 @@ export async function* watchNodes(
           const at = BigInt(r.header?.revision ?? '0');
           if (at > cursor) cursor = at;
         }
-        let last: bigint = cursor;
+        let last: bigint = fragmentLast ?? cursor;
         for (const e of events) {
           const kv = decodeKv(e.kv ?? {});
           const at = BigInt(kv.modRevision);
@@ -126,7 +134,16 @@ export async function* watchNodes(
           const event = apply(ctx, known, kv, e.type === 'DELETE');
           if (event !== undefined) yield event;
         }
-        // Whole messages only: etcd never splits one revision's events across messages.
+        // Whole responses only: etcd never splits one revision's events across responses, but a
+        // fragment may end inside a revision. Until the last fragment the cursor stays, so a stream
+        // broken between fragments resumes before that revision: its events already delivered come
+        // again, as the same puts and deletes (harmless: a put of the same record changes nothing,
+        // a delete of a node already gone emits nothing).
+        if (r.fragment === true) {
+          fragmentLast = last;
+          continue;
+        }
+        fragmentLast = undefined;
         cursor = last;
         revision = cursor;
       }

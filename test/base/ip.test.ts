@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { PodwireError } from '../../src/base/errors.js';
-import { formatIpBytes, parseAddressWithPrefix, parseIpBytes } from '../../src/base/ip.js';
+import {
+  formatIp,
+  formatIpBytes,
+  ipValueToBytes,
+  parseAddressWithPrefix,
+  parseIp,
+  parseIpBytes,
+} from '../../src/base/ip.js';
 import { eui64LinkLocal, formatMac, parseMac, randomLocalMac } from '../../src/base/mac.js';
 
 const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 });
@@ -59,6 +66,73 @@ describe('IP address text', () => {
     for (const [input, expected] of cases)
       assert.equal(formatIpBytes(parseIpBytes(input).bytes), expected, input);
     assert.equal(formatIpBytes(Uint8Array.of(10, 0, 0, 1)), '10.0.0.1');
+  });
+
+  test('dotted-quad text: parseIp accepts exactly what the split-and-regex parser did, with its value; formatIp prints as before', () => {
+    // The parser before the character loop (issue 17), kept here as the reference.
+    const reference = (text: string): bigint | undefined => {
+      const parts = text.split('.');
+      if (parts.length !== 4) return undefined;
+      let value = 0n;
+      for (const part of parts) {
+        if (!/^(0|[1-9][0-9]{0,2})$/.test(part)) return undefined;
+        const octet = Number(part);
+        if (octet > 255) return undefined;
+        value = (value << 8n) | BigInt(octet);
+      }
+      return value;
+    };
+    const piece = fc.oneof(
+      fc.integer({ min: 0, max: 300 }).map(String),
+      fc.constantFrom('0', '00', '01', '255', '256', '', 'a', '1a', ' 1', '-1', '999', '1e2', '0x1'),
+    );
+    const text = fc.oneof(
+      fc.array(piece, { minLength: 1, maxLength: 6 }).map((p) => p.join('.')),
+      fc.string({ unit: fc.constantFrom('0', '1', '2', '5', '9', '.', 'x', ' ') }),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const want = reference(t);
+        const got = parseIp(t);
+        assert.equal(got === undefined ? undefined : got.value, want, t);
+      }),
+      { numRuns: 3000 },
+    );
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: (1n << 40n) - 1n }), (v) => {
+        const before = [24n, 16n, 8n, 0n].map((shift) => String((v >> shift) & 0xffn)).join('.');
+        assert.equal(formatIp(4, v), before);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  test('dotted-quad text: the fast path of parseIpBytes agrees with parseIp on every string', () => {
+    // Strings near IPv4 text: digits, dots, leading zeros, octets over 255, stray characters.
+    const piece = fc.oneof(
+      fc.integer({ min: 0, max: 300 }).map(String),
+      fc.constantFrom('0', '00', '01', '255', '256', '', 'a', '1a', ' 1', '-1', '999'),
+    );
+    const text = fc.oneof(
+      fc.array(piece, { minLength: 1, maxLength: 6 }).map((p) => p.join('.')),
+      fc.string({ unit: fc.constantFrom('0', '1', '2', '5', '9', '.', ':', 'x') }),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const slow = parseIp(t);
+        let fast: ReturnType<typeof parseIpBytes> | undefined;
+        try {
+          fast = parseIpBytes(t);
+        } catch (err) {
+          assert.ok(err instanceof PodwireError, t);
+        }
+        if (slow === undefined) return assert.equal(fast, undefined, t);
+        assert.ok(fast, t);
+        assert.equal(fast.family, slow.family, t);
+        assert.deepStrictEqual(Uint8Array.from(fast.bytes), Uint8Array.from(ipValueToBytes(slow)), t);
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   test('invalid text is refused', () => {

@@ -115,7 +115,8 @@ for (const impl of IMPLS) {
                 removed.add(step.remove);
               }
             }
-            const status = await delta.updatePeers({ put: [...put.values()], removed: [...removed] });
+            await delta.updatePeers({ put: [...put.values()], removed: [...removed] });
+            const status = delta.status();
             assert.deepEqual(status.peers, [...model.keys()].sort(), 'status.peers after a delta');
           }
           const afterDelta = overlayState(await bed.view(node, impl.device));

@@ -11,7 +11,7 @@ import { registerNode } from '../../cluster/register.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../../cluster/store.js';
 import type { Overlay, OverlayStatus } from '../../datapath/overlay/overlay.js';
 import type { Logger } from '../log.js';
-import { PeerCheck } from './peer-check.js';
+import { type AcceptedChanges, PeerCheck } from './peer-check.js';
 
 export interface ClusterNodeOptions {
   store: ClusterStore;
@@ -38,6 +38,8 @@ const BACKOFF_MAX_MS = 5000;
 const RESYNC_MS = 5 * 60_000;
 /** Peers handed to the overlay at once; a batch of changes larger than this goes in slices. */
 const DELTA_SLICE = 128;
+/** Watch events taken in one turn of the event loop at most. */
+const WATCH_YIELD_EVERY = 32;
 /** The longest a slice of peer programming waits for CNI calls in flight to finish. */
 const CNI_FIRST_MAX_MS = 25;
 /** How often the programming loop looks at the store's health (a reconnect calls for a full converge). */
@@ -212,8 +214,13 @@ export class ClusterNode {
         this.#full = true;
         if (this.#o.legacyPeerProgramming) await this.#legacyApply();
         this.#poke();
+        let seen = 0;
         for await (const ev of this.#o.store.watchNodes({ signal, since: list })) {
           delay = 200;
+          // One etcd message carries a whole transaction's events (100 in a join of registering
+          // agents), all delivered in one turn of the event loop: let I/O callbacks (a CNI call's
+          // file and netlink work) in between.
+          if (++seen % WATCH_YIELD_EVERY === 0) await setImmediatePromise();
           if (ev.node.name === this.#record.name) continue;
           if (ev.type === 'put') this.#peers.set(ev.node.name, ev.node);
           else this.#peers.delete(ev.node.name);
@@ -313,8 +320,7 @@ export class ClusterNode {
   async #delta(): Promise<void> {
     const pending = this.#pending;
     this.#pending = new Map();
-    const changes = this.#check.update(pending);
-    this.#reportRefused(changes.refused);
+    const changes = await this.#checkInSlices(pending);
     if (changes.put.length === 0 && changes.removed.length === 0) return;
     // The listener first: a new peer's CIDR is kept from masquerade before a route leads there.
     await this.#o.onPeers?.(this.#check.accepted);
@@ -323,17 +329,51 @@ export class ClusterNode {
     for (let i = 0; i < changes.put.length || i < changes.removed.length; i += DELTA_SLICE) {
       if (i > 0) await setImmediatePromise();
       await this.#letCniFirst();
-      this.#status = await this.#overlay.updatePeers({
+      await this.#overlay.updatePeers({
         put: changes.put.slice(i, i + DELTA_SLICE),
         removed: changes.removed.slice(i, i + DELTA_SLICE),
       });
     }
+    this.#status = this.#overlay.status();
     this.#o.log.info('peers programmed', {
       put: changes.put.length,
       removed: changes.removed.length,
       peers: this.#status.peers.length,
       names: [...changes.put.map((p) => p.name), ...changes.removed].slice(0, 10),
     });
+  }
+
+  /**
+   * The records' check (peer-check.ts), DELTA_SLICE records at a time with a turn of the event loop
+   * between slices: a join's batch of thousands checked at once held the event loop for tens of
+   * milliseconds. Each slice is an ordinary incremental check; what they accept and remove is merged
+   * (a name's last word counts: a refused record accepted when an earlier slice freed its CIDR may
+   * change again in a later one).
+   */
+  async #checkInSlices(pending: Map<string, NodeRecord | undefined>): Promise<AcceptedChanges> {
+    const put = new Map<string, NodeRecord>();
+    const removed = new Set<string>();
+    let slice = new Map<string, NodeRecord | undefined>();
+    const flush = async (): Promise<void> => {
+      if (put.size > 0 || removed.size > 0) await setImmediatePromise();
+      const c = this.#check.update(slice);
+      slice = new Map();
+      this.#reportRefused(c.refused);
+      for (const name of c.removed) {
+        put.delete(name);
+        removed.add(name);
+      }
+      for (const record of c.put) {
+        removed.delete(record.name);
+        put.set(record.name, record);
+      }
+    };
+    for (const [name, record] of pending) {
+      slice.set(name, record);
+      if (slice.size >= DELTA_SLICE) await flush();
+    }
+    if (slice.size > 0) await flush();
+    return { put: [...put.values()], removed: [...removed], refused: [] };
   }
 
   /**

@@ -34,6 +34,12 @@ export class EgressControl {
   #repairs = 0;
   readonly #stopChecks = new AbortController();
   #checking: Promise<void> | undefined;
+  /**
+   * Whether a peer CIDR lies inside a fixed one, by CIDR text, for the CIDRs of the last call: a join
+   * calls `setPeers` with every peer once per batch of changes, and parsing each peer's CIDRs again
+   * was most of that call's time (and garbage).
+   */
+  #covered = new Map<string, boolean>();
 
   constructor(masq: EgressMasquerade, fixed: readonly string[], log: Logger) {
     this.#masq = masq;
@@ -55,11 +61,21 @@ export class EgressControl {
     // A peer CIDR inside a fixed one (the cluster CIDRs) changes nothing the kernel holds (the set
     // merges intervals): leaving it out spares an `nft` run of the whole set per change in a join.
     const fixed = this.#fixed.map((c) => parsePrefix(c)).filter(isPrefix);
-    const covered = (cidr: string): boolean => {
-      const p = parsePrefix(cidr);
-      return isPrefix(p) && fixed.some((f) => prefixContains(f, p));
-    };
-    const keep = [...this.#fixed, ...peers.flatMap((p) => p.podCIDRs).filter((c) => !covered(c))];
+    const known = this.#covered;
+    const now = new Map<string, boolean>();
+    const keep = [...this.#fixed];
+    for (const peer of peers) {
+      for (const cidr of peer.podCIDRs) {
+        let covered = known.get(cidr);
+        if (covered === undefined) {
+          const p = parsePrefix(cidr);
+          covered = isPrefix(p) && fixed.some((f) => prefixContains(f, p));
+        }
+        now.set(cidr, covered);
+        if (!covered) keep.push(cidr);
+      }
+    }
+    this.#covered = now;
     const before = [...this.keep].sort().join(',');
     if ([...keep].sort().join(',') === before) return;
     try {

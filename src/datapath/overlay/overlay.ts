@@ -41,8 +41,14 @@ export interface Overlay {
    * everything else.
    */
   setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus>;
-  /** Applies a change of some peers: only their entries are touched. Throws as `setPeers`. */
-  updatePeers(changes: PeerChanges): Promise<OverlayStatus>;
+  /**
+   * Applies a change of some peers: only their entries are touched. Throws as `setPeers`. Returns no
+   * status: building one costs O(N log N) (every peer's name, sorted), which a join in slices of 128
+   * peers paid per slice; callers ask `status()` once the change is done.
+   */
+  updatePeers(changes: PeerChanges): Promise<void>;
+  /** The peers programmed now and those skipped, with the reason. */
+  status(): OverlayStatus;
   /** Leaves the kernel state in place: pods keep talking across nodes while the agent is down. */
   stop(): Promise<void>;
 }

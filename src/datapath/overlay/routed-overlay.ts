@@ -52,17 +52,25 @@ export class RoutedOverlay implements Overlay {
     return this.#done(await this.#table.converge(peers));
   }
 
-  async updatePeers(changes: PeerChanges): Promise<OverlayStatus> {
-    return this.#done(await this.#table.update(changes));
+  async updatePeers(changes: PeerChanges): Promise<void> {
+    this.#check(await this.#table.update(changes));
+  }
+
+  status(): OverlayStatus {
+    return this.#table.status();
   }
 
   #done(errors: string[]): OverlayStatus {
+    this.#check(errors);
+    return this.#table.status();
+  }
+
+  #check(errors: string[]): void {
     if (errors.length > 0) {
       throw new DatapathError(
         `peer routes: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`,
       );
     }
-    return this.#table.status();
   }
 
   #entries(p: PeerNode): PeerEntries {

@@ -127,18 +127,26 @@ export class VxlanOverlay implements Overlay {
     return this.#done(await this.#table.converge(peers));
   }
 
-  async updatePeers(changes: PeerChanges): Promise<OverlayStatus> {
+  async updatePeers(changes: PeerChanges): Promise<void> {
     if (this.#index === 0) throw new DatapathError('VXLAN overlay not started');
-    return this.#done(await this.#table.update(changes));
+    this.#check(await this.#table.update(changes));
+  }
+
+  status(): OverlayStatus {
+    return this.#table.status();
   }
 
   #done(errors: string[]): OverlayStatus {
+    this.#check(errors);
+    return this.#table.status();
+  }
+
+  #check(errors: string[]): void {
     if (errors.length > 0) {
       throw new DatapathError(
         `VXLAN peers: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`,
       );
     }
-    return this.#table.status();
   }
 
   /** Per peer CIDR a route via its network address (onlink) and a neighbour; per peer one FDB entry. */

@@ -3,7 +3,7 @@
  * type whose two top bits are flags (NLA_F_NESTED, NLA_F_NET_BYTEORDER), the value, and zero padding
  * to the next 4-byte boundary. A nested attribute's value is itself a list of attributes.
  */
-import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
+import { dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { NetlinkProtocolError } from './errors.js';
 import { NLA_F_NESTED, NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ALIGN } from './uapi/netlink.js';
 
@@ -24,20 +24,26 @@ export function isNested(attr: RtAttr): boolean {
   return (attr.type & NLA_F_NESTED) !== 0;
 }
 
+/** The attributes back to back, each padded; written into one array (a join encodes thousands). */
 export function encodeAttributes(attrs: readonly RtAttr[]): Uint8Array {
-  const parts: Uint8Array[] = [];
+  let total = 0;
   for (const a of attrs) {
     const len = NLA_HDRLEN + a.value.length;
     if (len > NLA_MAX_LEN)
       throw new NetlinkProtocolError(`attribute ${attrType(a)} of ${len} bytes exceeds 65535`);
-    const out = new Uint8Array(NLMSG_ALIGN(len));
-    const v = dataView(out);
-    v.setUint16(0, len, HOST_LITTLE_ENDIAN);
-    v.setUint16(2, a.type, HOST_LITTLE_ENDIAN);
-    out.set(a.value, NLA_HDRLEN);
-    parts.push(out);
+    total += NLMSG_ALIGN(len);
   }
-  return concatBytes(parts);
+  const out = new Uint8Array(total);
+  const v = dataView(out);
+  let off = 0;
+  for (const a of attrs) {
+    const len = NLA_HDRLEN + a.value.length;
+    v.setUint16(off, len, HOST_LITTLE_ENDIAN);
+    v.setUint16(off + 2, a.type, HOST_LITTLE_ENDIAN);
+    out.set(a.value, off + NLA_HDRLEN);
+    off += NLMSG_ALIGN(len);
+  }
+  return out;
 }
 
 /** Parses an attribute stream; values are views into `buf`. Throws on an attribute that overruns. */

@@ -41,6 +41,30 @@ export function encodeMessage(header: NlMsgHdr, payload: Uint8Array): Uint8Array
   return out;
 }
 
+/**
+ * Messages back to back in one buffer, each padded (a batch's datagram), written in place: the same
+ * bytes as `concatBytes(messages.map(m => encodeMessage(m.header, m.payload)))` without a copy per
+ * message.
+ */
+export function encodeDatagram(messages: readonly NetlinkMessage[]): Buffer {
+  let total = 0;
+  for (const m of messages) total += NLMSG_ALIGN(NLMSG_HDRLEN + m.payload.length);
+  const out = Buffer.alloc(total);
+  const v = view(out);
+  let off = 0;
+  for (const { header, payload } of messages) {
+    const len = NLMSG_HDRLEN + payload.length;
+    v.setUint32(off, len, HOST_LITTLE_ENDIAN);
+    v.setUint16(off + 4, header.type, HOST_LITTLE_ENDIAN);
+    v.setUint16(off + 6, header.flags, HOST_LITTLE_ENDIAN);
+    v.setUint32(off + 8, header.seq, HOST_LITTLE_ENDIAN);
+    v.setUint32(off + 12, header.pid, HOST_LITTLE_ENDIAN);
+    out.set(payload, off + NLMSG_HDRLEN);
+    off += NLMSG_ALIGN(len);
+  }
+  return out;
+}
+
 /** Several messages in one datagram (what the kernel sends for a dump). */
 export function encodeMessages(messages: readonly NetlinkMessage[]): Uint8Array {
   return concatBytes(messages.map((m) => encodeMessage(m.header, m.payload)));

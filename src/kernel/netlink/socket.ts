@@ -6,7 +6,7 @@
  */
 import { constants } from 'node:os';
 import * as libc from '../libc.js';
-import { concatBytes, decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { decodeMessages, encodeDatagram, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr, type ExtAck } from './nlmsgerr.js';
 import * as N from './uapi/netlink.js';
@@ -198,23 +198,19 @@ export class NetlinkSocket implements Disposable {
     const first = chunk[0];
     if (first === undefined) return [];
     const fd = this.#openFd(first.type);
-    const index = new Map<number, number>();
-    const parts: Uint8Array[] = [];
-    let lastSeq = 0;
+    // Consecutive sequence numbers: request i has firstSeq + i (mod 2^32).
+    const firstSeq = (this.#seq + 1) >>> 0;
+    const messages: NetlinkMessage[] = [];
     for (const [i, r] of chunk.entries()) {
       this.#seq = (this.#seq + 1) >>> 0;
-      lastSeq = this.#seq;
-      index.set(lastSeq, i);
       const ack = i === chunk.length - 1 ? N.NLM_F_ACK : 0;
-      parts.push(
-        encodeMessage(
-          { type: r.type, flags: r.flags | N.NLM_F_REQUEST | ack, seq: lastSeq, pid: 0 },
-          r.payload,
-        ),
-      );
+      messages.push({
+        header: { type: r.type, flags: r.flags | N.NLM_F_REQUEST | ack, seq: this.#seq, pid: 0 },
+        payload: r.payload,
+      });
     }
-    const msg = concatBytes(parts);
-    const buf = Buffer.from(msg.buffer, msg.byteOffset, msg.length);
+    const lastSeq = this.#seq;
+    const buf = encodeDatagram(messages);
     let sent: number;
     if (sendAsync) {
       this.#inWorker++;
@@ -231,13 +227,13 @@ export class NetlinkSocket implements Disposable {
     } else {
       sent = libc.sendto(fd, buf, 0, this.#kernel);
     }
-    if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
+    if (sent !== buf.length) throw new NetlinkProtocolError(`sent ${sent} of ${buf.length} bytes`);
     const failures: BatchFailure[] = [];
     const deadline = Date.now() + this.#timeoutMs;
     for (;;) {
       for (const m of this.#receive(first.type, deadline)) {
-        const i = index.get(m.header.seq);
-        if (i === undefined || m.header.type !== N.NLMSG_ERROR) continue;
+        const i = (m.header.seq - firstSeq) >>> 0;
+        if (i >= chunk.length || m.header.type !== N.NLMSG_ERROR) continue;
         const e = decodeNlMsgErr(m);
         const req = chunk[i] as BatchRequest;
         if (e.error !== 0)
