@@ -432,9 +432,9 @@ export class OvsDatapath implements Datapath {
   }
 
   /**
-   * Removes the pod's flows, then its port: a port number OVS hands out again must never find
-   * flows of the pod that had it before. Equivalent to: `ovs-ofctl del-flows BRIDGE cookie=C/-1;
-   * ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone. While the switch
+   * Removes the pod's flows and its port: a port number handed out again must never find flows of
+   * the pod that had it before, so the number is free again only once both are gone. Equivalent to:
+   * `ovs-ofctl del-flows BRIDGE cookie=C/-1; ovs-vsctl --if-exists del-port HOSTVETH`. Nothing to do when the port is gone. While the switch
    * is away the flows stay until the replay that precedes the next ADD, which drops them with the
    * row; while OVSDB is away the row's removal waits for it.
    */
@@ -463,8 +463,9 @@ export class OvsDatapath implements Datapath {
       return;
     }
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
-    await dropFlows();
-    await vs.removePort(hostIfname, row);
+    // Flows and row go at the same time: the port's number is podwire's to hand out (ofport_request),
+    // and it is handed out again only once both are gone.
+    await Promise.all([dropFlows(), vs.removePort(hostIfname, row)]);
     for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined) this.#ofports.delete(n);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
     if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
