@@ -259,9 +259,32 @@ export function checksOf(rep: BenchReport): Check[] {
       detail: `end / first block = ${r(s3.rssGrowth)}`,
     });
   }
-  // Scenario 4 has no target (no reference programs OVS): only the must.
-  if (rep.ovs?.sequential) failures('scenario 4, one at a time', rep.ovs.sequential.subjects);
-  for (const b of rep.ovs?.burst?.sizes ?? []) failures(`scenario 4, burst ${b.size}`, b.subjects);
+  // Scenario 4: OVS against the Linux bridge, in the same run (issue 14's targets).
+  const s4 = rep.ovs?.sequential;
+  if (s4) {
+    failures('scenario 4, one at a time', s4.subjects);
+    const o = s4.subjects['podwire-ovs'];
+    const l = s4.subjects.podwire;
+    target('OVS ADD median ≤ 1.3 × Linux bridge', o?.add.median, l?.add.median, 1.3);
+    target('OVS DEL median ≤ 1.3 × Linux bridge', o?.del.median, l?.del.median, 1.3);
+  }
+  for (const b of rep.ovs?.burst?.sizes ?? []) {
+    failures(`scenario 4, burst ${b.size}`, b.subjects);
+    const o = b.subjects['podwire-ovs'];
+    const l = b.subjects.podwire;
+    target(
+      `OVS burst ${b.size} ADD completion ≤ 1.5 × Linux bridge`,
+      o?.addWall.median,
+      l?.addWall.median,
+      1.5,
+    );
+    target(
+      `OVS burst ${b.size} DEL completion ≤ 1.5 × Linux bridge`,
+      o?.delWall.median,
+      l?.delWall.median,
+      1.5,
+    );
+  }
   const s5 = rep.scale;
   if (s5) {
     failures('scenario 5', s5.subjects);
