@@ -7,7 +7,7 @@
  * to numbers.
  */
 import { DatapathError, DecodeError } from '../../../base/errors.js';
-import { OFP10_VERSION } from './header.js';
+import { OFP10_VERSION, OFP13_VERSION, OFPT10, OFPT13 } from './header.js';
 
 /** enum ofp_error_type, OpenFlow 1.3. */
 export const OFPET13 = {
@@ -289,55 +289,19 @@ export class OpenflowError extends DatapathError {
   }
 }
 
-const TYPES13 = [
-  'HELLO',
-  'ERROR',
-  'ECHO_REQUEST',
-  'ECHO_REPLY',
-  'EXPERIMENTER',
-  'FEATURES_REQUEST',
-  'FEATURES_REPLY',
-  'GET_CONFIG_REQUEST',
-  'GET_CONFIG_REPLY',
-  'SET_CONFIG',
-  'PACKET_IN',
-  'FLOW_REMOVED',
-  'PORT_STATUS',
-  'PACKET_OUT',
-  'FLOW_MOD',
-  'GROUP_MOD',
-  'PORT_MOD',
-  'TABLE_MOD',
-  'MULTIPART_REQUEST',
-  'MULTIPART_REPLY',
-  'BARRIER_REQUEST',
-  'BARRIER_REPLY',
-];
-const TYPES10 = [
-  'HELLO',
-  'ERROR',
-  'ECHO_REQUEST',
-  'ECHO_REPLY',
-  'VENDOR',
-  'FEATURES_REQUEST',
-  'FEATURES_REPLY',
-  'GET_CONFIG_REQUEST',
-  'GET_CONFIG_REPLY',
-  'SET_CONFIG',
-  'PACKET_IN',
-  'FLOW_REMOVED',
-  'PORT_STATUS',
-  'PACKET_OUT',
-  'FLOW_MOD',
-  'PORT_MOD',
-  'STATS_REQUEST',
-  'STATS_REPLY',
-  'BARRIER_REQUEST',
-  'BARRIER_REPLY',
-];
+/** Message type numbers to names, per version, from header.ts's tables. */
+const TYPE_NAMES = new Map(
+  [
+    [OFP13_VERSION, OFPT13],
+    [OFP10_VERSION, OFPT10],
+  ].map(([version, types]) => [
+    version as number,
+    new Map(Object.entries(types as Record<string, number>).map(([name, n]) => [n, name])),
+  ]),
+);
 
 /** "OFPT_FLOW_MOD (14)", or "type N". */
 export function typeName(version: number, type: number): string {
-  const name = (version === OFP10_VERSION ? TYPES10 : TYPES13)[type];
+  const name = (TYPE_NAMES.get(version) ?? TYPE_NAMES.get(OFP13_VERSION))?.get(type);
   return name ? `OFPT_${name} (${type})` : `type ${type}`;
 }

@@ -39,7 +39,7 @@ export const OFPT13 = {
   BARRIER_REPLY: 21,
 } as const;
 
-/** enum ofp_type, OpenFlow 1.0 (only what podwire sends or must recognise there). */
+/** enum ofp_type, OpenFlow 1.0. */
 export const OFPT10 = {
   HELLO: 0,
   ERROR: 1,
@@ -48,12 +48,21 @@ export const OFPT10 = {
   VENDOR: 4,
   FEATURES_REQUEST: 5,
   FEATURES_REPLY: 6,
+  GET_CONFIG_REQUEST: 7,
+  GET_CONFIG_REPLY: 8,
+  SET_CONFIG: 9,
+  PACKET_IN: 10,
+  FLOW_REMOVED: 11,
   PORT_STATUS: 12,
+  PACKET_OUT: 13,
+  FLOW_MOD: 14,
   PORT_MOD: 15,
   STATS_REQUEST: 16,
   STATS_REPLY: 17,
   BARRIER_REQUEST: 18,
   BARRIER_REPLY: 19,
+  QUEUE_GET_CONFIG_REQUEST: 20,
+  QUEUE_GET_CONFIG_REPLY: 21,
 } as const;
 
 export interface OfpHeader {
