@@ -1,7 +1,7 @@
 /**
  * `podwire flows [--pod ID]`: the OpenFlow pipeline of the OVS datapath, table by table, or the
  * flows of one pod, with their packet counters. Talks to OVS directly (OVSDB for the pod ports,
- * `ovs-ofctl dump-flows` for the flows), so it works whether or not the agent is running.
+ * OpenFlow flow stats for the flows), so it works whether or not the agent is running.
  */
 import { existsSync } from 'node:fs';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.js';
@@ -85,7 +85,7 @@ export const flowsCommand: Command = {
 
 Prints the OpenFlow pipeline of the OVS datapath table by table (classifier, ARP spoof guard, ARP
 responder, ND guard, IP spoof guard, L2 forwarding), each flow with its packet counter and owner; with
---pod, only the flows of that pod. Reads OVSDB and the bridge directly (ovs-ofctl), as named by the
+--pod, only the flows of that pod. Reads OVSDB and the bridge (OpenFlow) directly, as named by the
 agent's configuration.
 
 options:

@@ -75,7 +75,7 @@ export interface OvsDatapathOptions {
   connectTimeoutMs?: number;
 }
 
-/** Counters of the connections to the switch (`podwire_ovs_*` metrics). */
+/** Counters of the connections to the switch (the `podwire_datapath_re*_total` metrics). */
 export interface OvsSwitchCounters {
   /** OpenFlow connections made again after one was lost. */
   openflowReconnects: number;
@@ -95,7 +95,10 @@ const POD_OFPORT_BASE = 100;
 /** The largest OpenFlow 1.3 port number a switch port may have (OFPP_MAX). */
 const OFPP_MAX = 0xffffff00;
 
-/** The OpenFlow versions the bridge speaks: 1.0 for no-flood ports, 1.3 for tools, 1.4+ for bundles. */
+/**
+ * The OpenFlow versions the bridge speaks: 1.3 for podwire's flows (bundles as OVS's extension to
+ * 1.3), 1.0 only for the ports' no-flood bit, 1.4 and 1.5 for a person's ovs-ofctl.
+ */
 const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 
 /** Where ovs-vswitchd puts `BRIDGE.mgmt`: its run directory, which also holds `db.sock` by default. */

@@ -3,7 +3,7 @@
  * parallel through the relay, then DELeted in parallel, for PODWIRE_OVS_ROUNDS rounds (5 here; the
  * Linux-bridge run does 20). After every ADD burst each pod holds exactly its own addresses and has
  * its OVS port and flows; after every round the agent's descriptor count is back at its baseline
- * (I2: OVSDB connection shared, one short-lived ovs-ofctl per pod operation); at the end no host
+ * (I2: one OVSDB and one OpenFlow connection, shared by every call); at the end no host
  * veth, no allocation, no pod port and no pod flow remain.
  */
 import assert from 'node:assert/strict';

@@ -22,7 +22,7 @@ export interface FlowChange {
   deleteCookies?: readonly bigint[];
   add?: readonly string[];
   /**
-   * One atomic bundle (the default: 3 round trips, see connection.ts), or, when false, the flow mods
+   * One atomic bundle (the default: two waits, see exchange.ts), or, when false, the flow mods
    * and one barrier in a single write (1 round trip): in order, each applied as it arrives, the
    * first failure reported. For flows nothing can reach yet, e.g. those of a port whose link is down.
    */
