@@ -57,8 +57,10 @@ load_order() {
 for m in fs/9p/9p net/9p/9pnet_virtio drivers/virtio/virtio_pci; do load_order "kernel/$m.ko"; done
 root_mods=("${ordered[@]}")
 ordered=()
-# libcrc32c (for nf_tables) finds its algorithm through the crypto API, which would ask modprobe.
-for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables; do
+# libcrc32c (for nf_tables and openvswitch) finds its algorithm through the crypto API, which would ask
+# modprobe. openvswitch: the OVS kernel datapath (its dependencies bring conntrack, NAT and defrag).
+for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables \
+  net/openvswitch/openvswitch; do
   load_order "kernel/$m.ko"
 done
 # nft lists every kind of object when it starts: all of nftables' own modules, as modprobe would.
@@ -79,10 +81,15 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
 for m in ${test_mods[*]}; do insmod /host$mods/\$m || echo "insmod \$m failed"; done
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 # PODWIRE_VM_GUEST=1: the suites fail instead of skipping when the kernel lacks what they test (a
-# module that did not load must not turn the run green). /run is the guest's own; /tmp stays this machine's (read-only: the repository may live there, as a
-# CI clone does), so temporary files go to TMPDIR under /run.
+# module that did not load must not turn the run green). PODWIRE_OVS_DATAPATH=system: the OVS suites
+# run on the kernel datapath (bed/ovs.ts). /run is the guest's own and temporary files go to TMPDIR
+# under it. /tmp is a guest tmpfs too, because glibc's tmpfile(3) (ovsdb-server) ignores TMPDIR; the
+# repository is bound back into it when it lives there (as a CI clone may).
 mount -t tmpfs run /host/run; mkdir -p /host/run/tmp
-chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 node --test --test-reporter=tap --test-concurrency=1 $tests'
+case $repo/ in /tmp/*) mkdir -p /repo; mount -o bind /host$repo /repo ;; esac
+mount -t tmpfs tmp /host/tmp
+case $repo/ in /tmp/*) mkdir -p /host$repo; mount -o bind /repo /host$repo ;; esac
+chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 PODWIRE_OVS_DATAPATH=system node --test --test-reporter=tap --test-concurrency=1 $tests'
 echo "PODWIRE-VM-EXIT \$?"
 poweroff -f
 EOF
