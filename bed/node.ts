@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
 import { DEFAULT_CONFIG } from '../src/agent/config.js';
 import { AGENT_NODE_FLAGS, AGENT_THREADPOOL_SIZE } from '../src/agent/runtime.js';
+import { patient } from './emulation.js';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
 import { OVS_DATAPATH, OvsInstance } from './ovs.js';
@@ -137,7 +138,7 @@ export class TestNode {
     child.stderr?.on('data', (d: Buffer) => {
       this.logs += d.toString();
     });
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + patient(15_000);
     while (!this.logs.includes('"agent started"', from)) {
       if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
       if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);

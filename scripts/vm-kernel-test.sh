@@ -77,7 +77,7 @@ cat > "$init/init" <<EOF
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in $(for m in "${root_mods[@]}"; do printf '%s ' "$(basename "$m")"; done); do insmod /mods/\$m || echo "insmod \$m failed"; done
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host
 for m in ${test_mods[*]}; do insmod /host$mods/\$m || echo "insmod \$m failed"; done
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 # PODWIRE_VM_GUEST=1: the suites fail instead of skipping when the kernel lacks what they test (a
