@@ -18,9 +18,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
 import { DEFAULT_CONFIG } from '../src/agent/config.js';
 import { AGENT_NODE_FLAGS, AGENT_THREADPOOL_SIZE } from '../src/agent/runtime.js';
+import { patient } from './emulation.js';
 import { type Run, run } from './exec.js';
 import { NamespaceSet, netnsPath } from './namespaces.js';
-import { OvsInstance } from './ovs.js';
+import { OVS_DATAPATH, OvsInstance } from './ovs.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const RELAY = join(ROOT, 'bin/podwire-cni');
@@ -40,8 +41,9 @@ export interface NodeOptions {
   /** Node flags for the agent process; default AGENT_NODE_FLAGS (the bench adds --cpu-prof). */
   nodeFlags?: string[];
   /**
-   * `ovs`: the node gets a private Open vSwitch (bed/ovs.ts, userspace datapath) and the
-   * agent runs `datapath: ovs` on bridge br-podwire unless `bridge` says otherwise.
+   * `ovs`: the node gets a private Open vSwitch (bed/ovs.ts; datapath type OVS_DATAPATH, userspace
+   * unless PODWIRE_OVS_DATAPATH says otherwise) and the agent runs `datapath: ovs` on bridge
+   * br-podwire unless `bridge` says otherwise.
    */
   datapath?: 'linux-bridge' | 'ovs';
 }
@@ -104,7 +106,7 @@ export class TestNode {
       podCIDRs: o.podCIDRs,
       datapath: o.datapath,
       bridge: o.bridge,
-      ...(this.ovs ? { ovsdb: this.ovs.ovsdb, ovsDatapathType: 'netdev' } : {}),
+      ...(this.ovs ? { ovsdb: this.ovs.ovsdb, ovsDatapathType: OVS_DATAPATH } : {}),
       mtu: o.mtu,
       socket: this.socket,
       stateDir: join(this.dir, 'state'),
@@ -136,7 +138,7 @@ export class TestNode {
     child.stderr?.on('data', (d: Buffer) => {
       this.logs += d.toString();
     });
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + patient(15_000);
     while (!this.logs.includes('"agent started"', from)) {
       if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
       if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);

@@ -3,7 +3,9 @@
  * both started with `ip netns exec NODE` so every port and internal interface lives in the node
  * namespace, and everything they write (sockets, logs, BRIDGE.mgmt) in one temporary directory.
  * Never the machine's /etc/openvswitch or /run/openvswitch. `stop` ends both daemons and removes the
- * directory, pass or fail.
+ * directory, pass or fail; on the kernel datapath it first has ovs-vswitchd delete its datapath.
+ *
+ * The one switch of the datapath type every OVS test runs on is here (OVS_DATAPATH).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +17,22 @@ import { must, run } from './exec.js';
 const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
 
 export type OvsDaemon = 'ovsdb-server' | 'ovs-vswitchd';
+
+export type OvsDatapathType = 'system' | 'netdev';
+
+/**
+ * The OVS datapath type of every OVS test, from PODWIRE_OVS_DATAPATH: `netdev` (the default), the
+ * userspace datapath, which needs no kernel module; `system`, the kernel's openvswitch module (the
+ * agent's default), which this machine's kernel lacks: `npm run test:vm` runs the OVS suites with it
+ * in a guest on Debian's kernel (scripts/vm-kernel-test.sh).
+ */
+export const OVS_DATAPATH: OvsDatapathType = datapathTypeFrom(process.env.PODWIRE_OVS_DATAPATH);
+
+function datapathTypeFrom(value: string | undefined): OvsDatapathType {
+  if (value === undefined || value === '') return 'netdev';
+  if (value === 'system' || value === 'netdev') return value;
+  throw new Error(`PODWIRE_OVS_DATAPATH=${value}: not one of system, netdev`);
+}
 
 /** True when the OVS userspace tools this bed needs are installed. */
 export function ovsAvailable(): boolean {
@@ -132,8 +150,22 @@ export class OvsInstance {
     );
   }
 
-  /** Stops both daemons (SIGTERM, then SIGKILL after 5 s) and removes the directory. Idempotent. */
+  /**
+   * Stops both daemons (SIGTERM, then SIGKILL after 5 s) and removes the directory. Idempotent. A
+   * kernel datapath outlives the ovs-vswitchd that made it (with its internal ports, until the
+   * namespace goes), so on `system` ovs-vswitchd is first told to exit deleting it.
+   */
   async stop(): Promise<void> {
+    const vswitchd = this.#running('ovs-vswitchd');
+    if (OVS_DATAPATH === 'system' && vswitchd) {
+      const exited = new Promise((res) => vswitchd.once('exit', res));
+      const ctl = join(this.dir, 'ovs-vswitchd.ctl');
+      const r = await run('ovs-appctl', [`--target=${ctl}`, '--timeout=10', 'exit', '--cleanup'], {
+        env: this.#env,
+      });
+      // A daemon that did not answer is ended below like the other; its datapath then goes with the namespace.
+      if (r.code === 0) await Promise.race([exited, sleep(10_000)]);
+    }
     for (const child of this.#children.reverse()) {
       if (child.exitCode !== null || child.signalCode !== null) continue;
       const exited = new Promise((res) => child.once('exit', res));

@@ -2,11 +2,12 @@
  * A router on one VLAN of the underlay, for pool pods of that VLAN to reach beyond it: an underlay
  * host (its untagged `eth0` on the underlay subnet) that also has `vNNN`, an access port of VLAN NNN
  * holding the pool's gateway address, and forwards between the two. The kernels of these machines
- * have no 802.1Q devices, so the VLAN side is an Open vSwitch of the host's own (userspace datapath,
- * NORMAL switching) whose trunk port is a second veth to the underlay bridge. `stop` removes it all.
+ * have no 802.1Q devices, so the VLAN side is an Open vSwitch of the host's own (NORMAL switching, on
+ * the OVS tests' datapath type, bed/ovs.ts) whose trunk port is a second veth to the underlay bridge.
+ * `stop` removes it all.
  */
 import { must } from './exec.js';
-import { OvsInstance } from './ovs.js';
+import { OVS_DATAPATH, OvsInstance } from './ovs.js';
 import { txChecksumOff, UNDERLAY_BRIDGE, type Underlay, type UnderlayNode } from './underlay.js';
 
 export class VlanRouter {
@@ -70,7 +71,7 @@ export class VlanRouter {
       'set',
       'Bridge',
       'br-vlan',
-      'datapath_type=netdev',
+      `datapath_type=${OVS_DATAPATH}`,
       '--',
       'add-port',
       'br-vlan',

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Runs some of podwire's kernel tests inside a VM on Debian's own kernel, for what the kernel of
-# these machines is built without: bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING) and 802.1Q
-# devices. The guest sees this machine's root file system read-only over virtio-9p and runs the
-# already built tests from it (`npm run build` first); it has no network device.
+# these machines is built without: bridge VLAN filtering (CONFIG_BRIDGE_VLAN_FILTERING), 802.1Q
+# devices, and Open vSwitch's kernel datapath (openvswitch.ko: the OVS suites run there with
+# PODWIRE_OVS_DATAPATH=system). The guest sees this machine's root file system read-only over
+# virtio-9p and runs the already built tests from it (`npm run build` first); it has no network
+# device. After the tests it lists what they left behind (namespaces, temporary files, daemons,
+# links, kernel datapaths, nftables rules); anything there fails the run.
 #
 #   scripts/vm-kernel-test.sh dist/test/kernel/netlink/bridge-vlan.test.js ...
 #
 # Needs root, qemu-system-x86 and busybox-static (both Debian packages); downloads Debian's kernel
 # package (linux-image-amd64) once into $PODWIRE_VM_CACHE (default .cache/vm in the repository,
-# ignored by git). Runs under software emulation (~20 s for the suites of `npm run test:vm`);
-# PODWIRE_VM_KVM=1 tries KVM. Exits with the tests' status; prints their TAP output.
+# ignored by git). Runs under software emulation (minutes for the suites of `npm run test:vm`, by how
+# busy the machine is: see docs/architecture.md, Tests); PODWIRE_VM_KVM=1 tries KVM. Exits with the tests' status; prints their TAP output.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -57,8 +60,10 @@ load_order() {
 for m in fs/9p/9p net/9p/9pnet_virtio drivers/virtio/virtio_pci; do load_order "kernel/$m.ko"; done
 root_mods=("${ordered[@]}")
 ordered=()
-# libcrc32c (for nf_tables) finds its algorithm through the crypto API, which would ask modprobe.
-for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables; do
+# libcrc32c (for nf_tables and openvswitch) finds its algorithm through the crypto API, which would ask
+# modprobe. openvswitch: the OVS kernel datapath (its dependencies bring conntrack, NAT and defrag).
+for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables \
+  net/openvswitch/openvswitch; do
   load_order "kernel/$m.ko"
 done
 # nft lists every kind of object when it starts: all of nftables' own modules, as modprobe would.
@@ -69,21 +74,45 @@ done
 test_mods=("${ordered[@]}")
 for m in "${root_mods[@]}"; do cp "$mods/$m" "$init/mods/"; done
 
+# What a test run must not leave behind (each test cleans up, pass or fail): run in the guest after the
+# tests, in the chroot; prints every leftover, one a line. $1: the top of the repository's path when it
+# lives under /tmp (kept there on purpose), else nothing.
+cat > "$init/leftovers.sh" <<'LEFT'
+ip netns list
+find /run/tmp /tmp -mindepth 1 -maxdepth 1 ! -path "${1:-/nonexistent}"
+ps -eo pid=,comm= | grep -E ' (ovsdb-server|ovs-vswitchd|node|python3|tcpdump|arping|ping)$'
+ip -o link show | grep -v ': lo:'
+ovs-dpctl dump-dps 2>/dev/null
+nft list ruleset
+exit 0
+LEFT
+tmp_top=
+case $repo/ in /tmp/*) rel=${repo#/tmp/} && tmp_top=/tmp/${rel%%/*} ;; esac
+
 tests="$*"
 cat > "$init/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in $(for m in "${root_mods[@]}"; do printf '%s ' "$(basename "$m")"; done); do insmod /mods/\$m || echo "insmod \$m failed"; done
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host
 for m in ${test_mods[*]}; do insmod /host$mods/\$m || echo "insmod \$m failed"; done
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 # PODWIRE_VM_GUEST=1: the suites fail instead of skipping when the kernel lacks what they test (a
-# module that did not load must not turn the run green). /run is the guest's own; /tmp stays this machine's (read-only: the repository may live there, as a
-# CI clone does), so temporary files go to TMPDIR under /run.
+# module that did not load must not turn the run green). PODWIRE_OVS_DATAPATH=system: the OVS suites
+# run on the kernel datapath (bed/ovs.ts). /run is the guest's own and temporary files go to TMPDIR
+# under it. /tmp is a guest tmpfs too, because glibc's tmpfile(3) (ovsdb-server) ignores TMPDIR; the
+# repository is bound back into it when it lives there (as a CI clone may).
 mount -t tmpfs run /host/run; mkdir -p /host/run/tmp
-chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 node --test --test-reporter=tap --test-concurrency=1 $tests'
-echo "PODWIRE-VM-EXIT \$?"
+case $repo/ in /tmp/*) mkdir -p /repo; mount -o bind /host$repo /repo ;; esac
+mount -t tmpfs tmp /host/tmp
+case $repo/ in /tmp/*) mkdir -p /host$repo; mount -o bind /repo /host$repo ;; esac
+chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 PODWIRE_OVS_DATAPATH=system node --test --test-reporter=tap --test-concurrency=1 $tests'
+status=\$?
+cp /leftovers.sh /host/run/leftovers.sh
+chroot /host /bin/sh /run/leftovers.sh $tmp_top > /leftovers.txt 2>&1
+while read -r line; do echo "PODWIRE-VM-LEFTOVER \$line"; status=1; done < /leftovers.txt
+echo "PODWIRE-VM-EXIT \$status"
 poweroff -f
 EOF
 chmod +x "$init/init"
@@ -93,7 +122,7 @@ accel=()
 # KVM here starts the guest but its kernel never prints a line (nested virtualisation); opt in.
 [ "${PODWIRE_VM_KVM:-0}" = 1 ] && accel=(-enable-kvm)
 out=$work/console.log
-timeout "${PODWIRE_VM_TIMEOUT:-900}" qemu-system-x86_64 "${accel[@]}" -m 2048 -smp 2 -nographic -no-reboot -nic none \
+timeout "${PODWIRE_VM_TIMEOUT:-1800}" qemu-system-x86_64 "${accel[@]}" -m 2048 -smp 2 -nographic -no-reboot -nic none \
   -kernel "$cache/root/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
   -append "console=ttyS0 loglevel=${PODWIRE_VM_LOGLEVEL:-3} panic=-1" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap >"$out" 2>&1 || true

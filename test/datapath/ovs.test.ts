@@ -1,13 +1,16 @@
-/** The Datapath compliance suite against OVS (userspace datapath), with a private OVS in the node namespace. */
+/**
+ * The Datapath compliance suite against OVS, with a private OVS in the node namespace, on the datapath
+ * type of bed/ovs.ts's OVS_DATAPATH (userspace here; the kernel module in `npm run test:vm`).
+ */
 
-import { OvsInstance } from '../../bed/ovs.js';
+import { OVS_DATAPATH, OvsInstance } from '../../bed/ovs.js';
 import { OvsDatapath } from '../../src/datapath/ovs/ovs-datapath.js';
 import { datapathCompliance } from './compliance.js';
 
 let ovs: OvsInstance | undefined;
 
 datapathCompliance(
-  'ovs (netdev)',
+  `ovs (${OVS_DATAPATH})`,
   'pwtgw0',
   (env) => {
     if (!ovs) throw new Error('OVS not started');
@@ -17,7 +20,7 @@ datapathCompliance(
       gateway: 'pwtgw0',
       mtu: 1500,
       ovsdb: ovs.ovsdb,
-      datapathType: 'netdev',
+      datapathType: OVS_DATAPATH,
     });
   },
   {

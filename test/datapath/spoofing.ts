@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ipJson, must, run } from '../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps, TestNode } from '../../bed/node.js';
+import { OVS_DATAPATH } from '../../bed/ovs.js';
 import { eui64LinkLocal } from '../../src/base/mac.js';
 import { podMacOf } from './ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from './ovs/scapy-sender.js';
@@ -83,7 +84,8 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
   const cidr4 = `10.244.${subnet}.0/24`;
   const GW4 = `10.244.${subnet}.1`;
   const GW6 = `fd00:10:244:${subnet}::1`;
-  describe(`pod identity guards: ${datapath}`, {
+  const label = datapath === 'ovs' ? `ovs (${OVS_DATAPATH})` : datapath;
+  describe(`pod identity guards: ${label}`, {
     skip: !scapyAvailable() && 'python3-scapy is not installed',
   }, () => {
     const node = new TestNode({

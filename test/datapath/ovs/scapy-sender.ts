@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface, type Interface } from 'node:readline';
+import { patient } from '../../../bed/emulation.js';
 import { PYTHON } from './traffic.js';
 
 const LOOP = `
@@ -42,7 +43,7 @@ export class ScapySender {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const sender = new ScapySender(child);
-    const ready = await sender.#next(20_000);
+    const ready = await sender.#next(patient(20_000));
     if (ready !== 'ready') {
       await sender.close();
       throw new Error(`scapy did not start: ${ready}`);
@@ -53,7 +54,7 @@ export class ScapySender {
   /** Sends `count` copies of the frame `expr` (a scapy expression) out of `iface`. */
   async send(expr: string, count = 3, iface = 'eth0'): Promise<void> {
     this.#child.stdin?.write(`${JSON.stringify({ frame: expr, count, iface })}\n`);
-    const answer = await this.#next(10_000);
+    const answer = await this.#next(patient(10_000));
     if (answer !== 'sent') throw new Error(`scapy could not send ${expr}: ${answer}`);
   }
 

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { must } from '../../../bed/exec.js';
 import { resultIps, TestNode } from '../../../bed/node.js';
+import { OVS_DATAPATH } from '../../../bed/ovs.js';
 import { eui64LinkLocal } from '../../../src/base/mac.js';
 import { counterReaches, dropped, dumpFlows, podMacOf, TABLE } from './ovs-node.js';
 import { ScapySender, scapyAvailable } from './scapy-sender.js';
@@ -27,7 +28,9 @@ interface Pod {
   v6: string;
 }
 
-describe('OVS spoof guards', { skip: !scapyAvailable() && 'python3-scapy is not installed' }, () => {
+describe(`OVS spoof guards (${OVS_DATAPATH})`, {
+  skip: !scapyAvailable() && 'python3-scapy is not installed',
+}, () => {
   const node = new TestNode({ datapath: 'ovs', podCIDRs: ['10.244.8.0/24', 'fd00:10:244:8::/64'] });
   let attacker: Pod;
   let neighbour: Pod;

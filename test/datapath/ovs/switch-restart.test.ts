@@ -17,7 +17,7 @@ import { must } from '../../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../../bed/metrics.js';
 import { NamespaceSet, netnsPath } from '../../../bed/namespaces.js';
 import { resultIps, type TestNode } from '../../../bed/node.js';
-import { OvsInstance } from '../../../bed/ovs.js';
+import { OVS_DATAPATH, OvsInstance } from '../../../bed/ovs.js';
 import { pingFrom } from '../../../bed/traffic.js';
 import { OvsDatapath } from '../../../src/datapath/ovs/ovs-datapath.js';
 import { cookieText, podCookie } from '../../../src/datapath/ovs/pipeline.js';
@@ -72,7 +72,7 @@ function keepPinging(ns: string, ip: string): { stop(): Promise<{ sent: number; 
   };
 }
 
-describe('OVS switch restarts under a running agent', () => {
+describe(`OVS switch restarts under a running agent (${OVS_DATAPATH})`, () => {
   const cluster = new TestCluster({
     nodes: 2,
     store: 'file',
@@ -202,7 +202,7 @@ describe('OVS switch restarts under a running agent', () => {
   }
 });
 
-describe('OVS switch restart: VLAN pods get their no-flood mark back', () => {
+describe(`OVS switch restart: VLAN pods get their no-flood mark back (${OVS_DATAPATH})`, () => {
   const spaces = new NamespaceSet();
   let ovs: OvsInstance | undefined;
   let nl: Rtnetlink | undefined;
@@ -235,7 +235,7 @@ describe('OVS switch restart: VLAN pods get their no-flood mark back', () => {
       bridge: BRIDGE,
       gateway: 'pwtgw-nf',
       ovsdb: ovs.ovsdb,
-      datapathType: 'netdev',
+      datapathType: OVS_DATAPATH,
     });
     await dp.start();
     using pod = NetnsHandle.open(netnsPath(podNs));

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { must } from '../../../bed/exec.js';
 import { NamespaceSet } from '../../../bed/namespaces.js';
-import { OvsInstance } from '../../../bed/ovs.js';
+import { OVS_DATAPATH, OvsInstance } from '../../../bed/ovs.js';
 import { PodwireError } from '../../../src/base/errors.js';
 import { OvsdbClient } from '../../../src/datapath/ovs/ovsdb-client.js';
 import { VswitchDb } from '../../../src/datapath/ovs/vswitch-db.js';
@@ -30,7 +30,8 @@ after(async () => {
 
 test('ensureBridge creates the bridge once and adopts it after', async () => {
   const vs = new VswitchDb(client, 'pwtbr0');
-  const settings = { datapathType: 'netdev' as const, protocols: ['OpenFlow13', 'OpenFlow15'] };
+  const settings = { datapathType: OVS_DATAPATH, protocols: ['OpenFlow13', 'OpenFlow15'] };
+  const other = OVS_DATAPATH === 'netdev' ? 'system' : 'netdev';
   await vs.ensureBridge(settings);
   await vs.ensureBridge(settings);
   assert.equal((await ovs.vsctl('list-br')).trim(), 'pwtbr0');
@@ -42,9 +43,10 @@ test('ensureBridge creates the bridge once and adopts it after', async () => {
     'only the local port',
   );
   await assert.rejects(
-    new VswitchDb(client, 'pwtbr0').ensureBridge({ ...settings, datapathType: 'system' }),
+    new VswitchDb(client, 'pwtbr0').ensureBridge({ ...settings, datapathType: other }),
     (e: unknown) =>
-      e instanceof PodwireError && /datapath_type netdev, the agent config says system/.test(e.message),
+      e instanceof PodwireError &&
+      e.message.includes(`datapath_type ${OVS_DATAPATH}, the agent config says ${other}`),
   );
 });
 
