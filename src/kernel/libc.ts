@@ -21,8 +21,6 @@ const c = {
   setns: libc.func('int setns(int fd, int nstype)'),
   ioctl: libc.func('int ioctl(int fd, unsigned long request, ...)'),
   malloc_trim: libc.func('int malloc_trim(size_t pad)'),
-  gettid: libc.func('int gettid(void)'),
-  setpriority: libc.func('int setpriority(int which, unsigned int who, int prio)'),
 };
 
 const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, n]) => [n, name]));
@@ -195,9 +193,4 @@ export function setns(fd: number, nstype: number): void {
  */
 export function mallocTrim(): boolean {
   return (c.malloc_trim(0) as number) === 1;
-}
-
-/** Equivalent to setpriority(PRIO_PROCESS, gettid(), nice): the calling thread's nice value only (Linux). */
-export function setThreadNice(nice: number): void {
-  if (c.setpriority(0, c.gettid(), nice) !== 0) throw new KernelError('setpriority', koffi.errno());
 }

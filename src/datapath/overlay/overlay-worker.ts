@@ -8,7 +8,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { PodwireError } from '../../base/errors.js';
-import { KernelError, setThreadNice } from '../../kernel/libc.js';
+import { KernelError } from '../../kernel/libc.js';
 import { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { RoutedOverlay } from './routed-overlay.js';
 import { VxlanOverlay } from './vxlan-overlay.js';
@@ -22,7 +22,6 @@ import type {
 const port = parentPort;
 if (!port) throw new Error('overlay-worker.js runs only as a worker thread');
 const data = workerData as OverlayWorkerData;
-if (data.nice) setThreadNice(data.nice);
 const nl = Rtnetlink.borrow(data.fd);
 const overlay =
   data.kind === 'vxlan'

@@ -161,9 +161,7 @@ export class WorkerOverlay implements Overlay {
     const fd = new OwnedFd(open(), 'overlay worker netlink socket', closeFd);
     let worker: Worker;
     try {
-      worker = new Worker(WORKER_URL, {
-        workerData: { ...this.#o.spec, fd: fd.fd, nice: Number(process.env.PODWIRE_OVERLAY_NICE ?? 0) },
-      });
+      worker = new Worker(WORKER_URL, { workerData: { ...this.#o.spec, fd: fd.fd } });
     } catch (err) {
       fd.close();
       throw err;

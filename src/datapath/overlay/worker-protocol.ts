@@ -13,7 +13,7 @@ export type OverlaySpec =
   | { kind: 'routed'; options: Omit<RoutedOverlayOptions, 'nl' | 'legacyPeerProgramming'> };
 
 /** `workerData`: the spec, and a NETLINK_ROUTE descriptor in the node namespace that the main thread owns. */
-export type OverlayWorkerData = OverlaySpec & { fd: number; nice?: number };
+export type OverlayWorkerData = OverlaySpec & { fd: number };
 
 export type OverlayWorkerCall = { id: number } & (
   | { op: 'start' }
