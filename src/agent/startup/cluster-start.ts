@@ -7,10 +7,8 @@ import { InvalidConfigError } from '../../base/errors.js';
 import { insecureEndpoints, openClusterStore } from '../../cluster/config.js';
 import type { PoolStore } from '../../cluster/pool-store.js';
 import type { ClusterStore } from '../../cluster/store.js';
-import type { Overlay } from '../../datapath/overlay/overlay.js';
 import { RoutedOverlay } from '../../datapath/overlay/routed-overlay.js';
 import { VxlanOverlay, vxlanOverhead } from '../../datapath/overlay/vxlan-overlay.js';
-import { WorkerOverlay } from '../../datapath/overlay/worker-overlay.js';
 import { AF_INET } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { ClusterSettings } from '../cluster-config.js';
@@ -128,37 +126,23 @@ export async function startMembership(
   const { podCIDRs } = opened;
   // Bench only: the peer programming of before issue 17, measured beside the current one.
   const legacyPeerProgramming = process.env.PODWIRE_BENCH_LEGACY_PEERS === '1';
-  const uplinkIndex = underlayIndex ?? uplink.index;
-  // Peer programming on a worker thread of its own (decision 24), except for the bench's previous
-  // implementation, which stays as it was measured.
-  const overlay: Overlay = legacyPeerProgramming
-    ? c.trafficMode === 'encap'
+  const overlay =
+    c.trafficMode === 'encap'
       ? new VxlanOverlay({
           nl,
           nodeName: c.nodeName,
-          uplinkIndex,
+          uplinkIndex: underlayIndex ?? uplink.index,
           underlayIP: uplink.ip,
           uplinkMtu: uplink.mtu,
           podCIDRs,
           legacyPeerProgramming,
         })
-      : new RoutedOverlay({ nl, uplinkIndex, podCIDRs, legacyPeerProgramming })
-    : new WorkerOverlay({
-        spec:
-          c.trafficMode === 'encap'
-            ? {
-                kind: 'vxlan',
-                options: {
-                  nodeName: c.nodeName,
-                  uplinkIndex,
-                  underlayIP: uplink.ip,
-                  uplinkMtu: uplink.mtu,
-                  podCIDRs,
-                },
-              }
-            : { kind: 'routed', options: { uplinkIndex, podCIDRs } },
-      });
-  undo.push('overlay worker', () => overlay.stop());
+      : new RoutedOverlay({
+          nl,
+          uplinkIndex: underlayIndex ?? uplink.index,
+          podCIDRs,
+          legacyPeerProgramming,
+        });
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.

@@ -83,11 +83,6 @@ export class PeerTable {
     return this.#peers.size;
   }
 
-  /** Why some of a peer's CIDRs are not programmed (empty for a peer unknown or fully programmed). */
-  skippedOf(name: string): readonly string[] {
-    return this.#peers.get(name)?.entries.skipped ?? [];
-  }
-
   status(): OverlayStatus {
     const status: OverlayStatus = { peers: [], skipped: [] };
     for (const [name, { entries }] of this.#peers) {

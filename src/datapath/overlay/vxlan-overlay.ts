@@ -136,11 +136,6 @@ export class VxlanOverlay implements Overlay {
     return this.#table.status();
   }
 
-  /** Why some of a peer's CIDRs are skipped (what `status().skipped` says of it), without building a status. */
-  skippedOf(name: string): readonly string[] {
-    return this.#table.skippedOf(name);
-  }
-
   #done(errors: string[]): OverlayStatus {
     this.#check(errors);
     return this.#table.status();

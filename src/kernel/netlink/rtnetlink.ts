@@ -94,14 +94,6 @@ export class Rtnetlink implements Disposable {
     return new Rtnetlink(sock, asyncSocks);
   }
 
-  /**
-   * A client on a NETLINK_ROUTE descriptor another object owns (`NetlinkSocket.borrow`): synchronous
-   * operations and batches only; `close` stops using the descriptor and never closes it.
-   */
-  static borrow(fd: number, options: NetlinkSocketOptions = {}): Rtnetlink {
-    return new Rtnetlink(NetlinkSocket.borrow(fd, options), []);
-  }
-
   get closed(): boolean {
     return this.#sock.closed;
   }

@@ -69,12 +69,9 @@ export class NetlinkSocket implements Disposable {
   #closeWhenIdle = -1;
   /** Settles when the last queued `requestAsync` has; never rejects. */
   #asyncTail: Promise<void> = Promise.resolve();
-  /** False for a borrowed descriptor (`borrow`): its owner closes it, `close` only lets go of it. */
-  readonly #owns: boolean;
 
-  private constructor(fd: number, options: NetlinkSocketOptions, owns = true) {
+  private constructor(fd: number, options: NetlinkSocketOptions) {
     this.#fd = fd;
-    this.#owns = owns;
     this.#timeoutMs = options.receiveTimeoutMs ?? 5000;
     this.#dumpRetries = options.dumpRetries ?? 5;
     this.#buf = Buffer.allocUnsafe(INITIAL_BUFFER);
@@ -85,16 +82,6 @@ export class NetlinkSocket implements Disposable {
   /** Opens a NETLINK_ROUTE socket in the calling thread's current network namespace. */
   static open(options: NetlinkSocketOptions = {}): NetlinkSocket {
     return new NetlinkSocket(openNetlinkFd(N.NETLINK_ROUTE, options.receiveTimeoutMs ?? 5000), options);
-  }
-
-  /**
-   * Uses a NETLINK_ROUTE descriptor that another object owns (opened with `openNetlinkFd`, in the
-   * namespace it was opened in): e.g. a worker thread's socket, opened and closed by the main thread
-   * (I1: the worker never has to be in the right namespace; I2: one owner, who closes it only once the
-   * worker is gone). `close` stops using it and never closes the descriptor.
-   */
-  static borrow(fd: number, options: NetlinkSocketOptions = {}): NetlinkSocket {
-    return new NetlinkSocket(fd, options, false);
   }
 
   get closed(): boolean {
@@ -315,6 +302,7 @@ export class NetlinkSocket implements Disposable {
     return this.#fd;
   }
 
+  /** Closes the socket; calling it again does nothing. */
   /**
    * Closes the socket; calling it again does nothing. Every later call fails at once. When a worker
    * thread is inside `sendto` on it (requestAsync), the descriptor itself is closed when that call
@@ -325,7 +313,6 @@ export class NetlinkSocket implements Disposable {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    if (!this.#owns) return;
     if (this.#inWorker > 0) this.#closeWhenIdle = fd;
     else libc.close(fd);
   }
