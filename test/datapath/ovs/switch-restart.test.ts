@@ -76,7 +76,7 @@ describe(`OVS switch restarts under a running agent (${OVS_DATAPATH})`, () => {
   const cluster = new TestCluster({
     nodes: 2,
     store: 'file',
-    trafficMode: 'encap',
+    trafficMode: 'noEncap',
     datapath: 'ovs',
     agentConfig: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
   });
