@@ -16,7 +16,7 @@ import {
   setMembers,
   uuidText,
 } from './ovsdb-atoms.js';
-import type { OvsdbClient } from './ovsdb-client.js';
+import { type OpResult, type OvsdbClient, OvsdbError } from './ovsdb-client.js';
 
 export const DB = 'Open_vSwitch';
 
@@ -151,7 +151,6 @@ export class VswitchDb {
       ofportRequest?: number;
     },
   ): Promise<void> {
-    await this.removePort(name);
     const iface: Record<string, unknown> = {
       name,
       type: options.type ?? '',
@@ -160,7 +159,7 @@ export class VswitchDb {
     if (options.mac) iface.mac = options.mac;
     if (options.mtu) iface.mtu_request = options.mtu;
     if (options.ofportRequest) iface.ofport_request = options.ofportRequest;
-    const results = await this.#db.transact(DB, [
+    const insert = [
       { op: 'insert', table: 'Interface', row: iface, 'uuid-name': 'i' },
       {
         op: 'insert',
@@ -174,7 +173,17 @@ export class VswitchDb {
         where: [eq('name', this.bridge)],
         mutations: [['ports', 'insert', ovsSet([namedUuid('p')])]],
       },
-    ]);
+    ];
+    let results: OpResult[];
+    try {
+      results = await this.#db.transact(DB, insert);
+    } catch (err) {
+      // Port and Interface names are unique (indexes): a port of that name is left over (e.g. from
+      // a crash between the veth's creation and its ADD's answer). Replace it, once.
+      if (!(err instanceof OvsdbError) || err.error !== 'constraint violation') throw err;
+      await this.removePort(name);
+      results = await this.#db.transact(DB, insert);
+    }
     // A mutate that matched no bridge commits the rows unreferenced, and the server drops them.
     if (results[2]?.count !== 1) throw dpError(`bridge ${this.bridge} does not exist in OVSDB`);
   }
@@ -218,7 +227,8 @@ export class VswitchDb {
    * change. Throws ERR_DATAPATH with Interface.error when the port could not be opened.
    */
   async waitOfport(name: string, timeoutMs: number): Promise<PortRow> {
-    await this.#db.transact(
+    // One transaction: the wait, then (once it holds) the port's rows as they are then.
+    const [, bridges, ports, ifaces] = await this.#db.transact(
       DB,
       [
         {
@@ -230,10 +240,11 @@ export class VswitchDb {
           rows: [{ ofport: ovsSet([]) }],
           timeout: timeoutMs,
         },
+        ...this.#portSelects([eq('name', name)]),
       ],
       timeoutMs + 5000,
     );
-    const port = await this.port(name);
+    const [port] = this.#portRowsOf(bridges, ports, ifaces);
     if (!port) throw dpError(`port ${name} vanished from bridge ${this.bridge}`);
     if (port.ofport === undefined || port.ofport < 1) {
       throw dpError(
@@ -244,7 +255,13 @@ export class VswitchDb {
   }
 
   async #portRows(where: unknown[]): Promise<PortRow[]> {
-    const [bridges, ports, ifaces] = await this.#db.transact(DB, [
+    const [bridges, ports, ifaces] = await this.#db.transact(DB, this.#portSelects(where));
+    return this.#portRowsOf(bridges, ports, ifaces);
+  }
+
+  /** The selects that read this bridge's ports matching `where`: Bridge, Port, Interface. */
+  #portSelects(where: unknown[]): object[] {
+    return [
       { op: 'select', table: 'Bridge', where: [eq('name', this.bridge)], columns: ['ports'] },
       { op: 'select', table: 'Port', where, columns: ['_uuid', 'name', 'interfaces', 'external_ids'] },
       {
@@ -253,7 +270,15 @@ export class VswitchDb {
         where,
         columns: ['_uuid', 'type', 'ofport', 'ofport_request', 'error', 'mac', 'mac_in_use'],
       },
-    ]);
+    ];
+  }
+
+  /** The rows `#portSelects` answered, joined: ports of this bridge with their first interface. */
+  #portRowsOf(
+    bridges: OpResult | undefined,
+    ports: OpResult | undefined,
+    ifaces: OpResult | undefined,
+  ): PortRow[] {
     const bridge = rowsOf(bridges)[0];
     if (!bridge) return [];
     const mine = new Set(setMembers(bridge.ports).map(uuidText));
