@@ -188,6 +188,22 @@ export class VswitchDb {
     if (results[2]?.count !== 1) throw dpError(`bridge ${this.bridge} does not exist in OVSDB`);
   }
 
+  /**
+   * Takes every port of `rows` out of the bridge in one transaction (the server then drops their
+   * Port and Interface rows). Equivalent to: `ovs-vsctl -- del-port BRIDGE A -- del-port BRIDGE B ...`.
+   */
+  async removePorts(rows: readonly PortRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.#db.transact(DB, [
+      {
+        op: 'mutate',
+        table: 'Bridge',
+        where: [eq('name', this.bridge)],
+        mutations: [['ports', 'delete', ovsSet(rows.map((r) => ['uuid', r.uuid]))]],
+      },
+    ]);
+  }
+
   /** Sets columns of an existing Interface row. */
   async updateInterface(name: string, row: Record<string, unknown>): Promise<void> {
     await this.#db.transact(DB, [{ op: 'update', table: 'Interface', where: [eq('name', name)], row }]);
