@@ -152,6 +152,24 @@ const MUTATIONS = [
     edits: [['src/agent/cni/cmd-gc.js', ' || new Set([...guard.busy()].map(hostVethOfKey)).has(name)', '']],
     tests: GC,
   },
+  {
+    id: 'ovs-replay-on-reconnect',
+    what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
+    edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
+    tests: ['test/datapath/ovs/switch-restart.test.js'],
+  },
+  {
+    id: 'openflow-bundle-discard-on-add-error',
+    what: 'OpenFlow: a bundle whose ADD failed is committed instead of discarded (OVS would apply the rest)',
+    edits: [
+      [
+        'src/datapath/ovs/openflow/exchange.js',
+        'failure = openFailed ?? first ?? (isError',
+        'failure = openFailed ?? (isError',
+      ],
+    ],
+    tests: ['test/datapath/ovs/openflow/real-switch.test.js'],
+  },
 ];
 
 function build() {
