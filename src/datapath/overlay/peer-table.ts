@@ -11,6 +11,7 @@
  * delta and the full converge always agree on one answer whatever the order of the changes.
  */
 import { constants } from 'node:os';
+import { DatapathError } from '../../base/errors.js';
 import { AF_INET, AF_INET6, type KernelError } from '../../kernel/libc.js';
 import {
   deleteFdbRequest,
@@ -48,6 +49,13 @@ export interface PeerTableOptions {
   /** Whether the device's neighbours and FDB entries are the overlay's (encap). */
   ownsNeighbours: boolean;
   entries(peer: PeerNode): PeerEntries;
+}
+
+/** Throws when the kernel refused entries of a converge or an update (`errors`), naming the first three. */
+export function throwIfRefused(what: string, errors: readonly string[]): void {
+  if (errors.length > 0) {
+    throw new DatapathError(`${what}: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`);
+  }
 }
 
 function familyOf(address: string): number {

@@ -4,13 +4,12 @@
  * CIDRs are reported as skipped.
  */
 
-import { DatapathError } from '../../base/errors.js';
 import { type Prefix, parsePrefixOrThrow } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { legacyRoutedSetPeers } from './legacy-converge.js';
 import type { Overlay, OverlayStatus, PeerChanges, PeerNode } from './overlay.js';
 import { overlapsOwn } from './peer-routes.js';
-import { type PeerEntries, PeerTable } from './peer-table.js';
+import { type PeerEntries, PeerTable, throwIfRefused } from './peer-table.js';
 
 export interface RoutedOverlayOptions {
   nl: Rtnetlink;
@@ -53,7 +52,7 @@ export class RoutedOverlay implements Overlay {
   }
 
   async updatePeers(changes: PeerChanges): Promise<void> {
-    this.#check(await this.#table.update(changes));
+    throwIfRefused('peer routes', await this.#table.update(changes));
   }
 
   status(): OverlayStatus {
@@ -61,16 +60,8 @@ export class RoutedOverlay implements Overlay {
   }
 
   #done(errors: string[]): OverlayStatus {
-    this.#check(errors);
+    throwIfRefused('peer routes', errors);
     return this.#table.status();
-  }
-
-  #check(errors: string[]): void {
-    if (errors.length > 0) {
-      throw new DatapathError(
-        `peer routes: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`,
-      );
-    }
   }
 
   #entries(p: PeerNode): PeerEntries {

@@ -14,7 +14,7 @@ import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { legacyVxlanSetPeers } from './legacy-converge.js';
 import type { Overlay, OverlayStatus, PeerChanges, PeerNode } from './overlay.js';
 import { overlapsOwn } from './peer-routes.js';
-import { type PeerEntries, PeerTable } from './peer-table.js';
+import { type PeerEntries, PeerTable, throwIfRefused } from './peer-table.js';
 
 export const VXLAN_DEVICE = 'podwire-vxlan';
 export const VXLAN_VNI = 1;
@@ -129,7 +129,7 @@ export class VxlanOverlay implements Overlay {
 
   async updatePeers(changes: PeerChanges): Promise<void> {
     if (this.#index === 0) throw new DatapathError('VXLAN overlay not started');
-    this.#check(await this.#table.update(changes));
+    throwIfRefused('VXLAN peers', await this.#table.update(changes));
   }
 
   status(): OverlayStatus {
@@ -137,16 +137,8 @@ export class VxlanOverlay implements Overlay {
   }
 
   #done(errors: string[]): OverlayStatus {
-    this.#check(errors);
+    throwIfRefused('VXLAN peers', errors);
     return this.#table.status();
-  }
-
-  #check(errors: string[]): void {
-    if (errors.length > 0) {
-      throw new DatapathError(
-        `VXLAN peers: the kernel refused ${errors.length}: ${errors.slice(0, 3).join('; ')}`,
-      );
-    }
   }
 
   /** Per peer CIDR a route via its network address (onlink) and a neighbour; per peer one FDB entry. */

@@ -23,11 +23,12 @@ import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } fr
 import { configureGateway } from '../gateway.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { GroupCommit } from './group-commit.js';
+import { OfportPool } from './ofport-pool.js';
 import { formatFlow } from './openflow/flow-format.js';
 import { diffFlowSets } from './openflow/flow-key.js';
 import { parseFlowText } from './openflow/flow-parse.js';
 import { FlowTable } from './openflow/flow-table.js';
-import { OvsdbClient } from './ovsdb-client.js';
+import { OvsdbConnection } from './ovsdb-connection.js';
 import {
   type GatewayFlowsInput,
   PIPELINE_COOKIE,
@@ -47,7 +48,7 @@ import {
   ROLE_UPLINK,
 } from './port-record.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
-import { type PortRow, VswitchDb } from './vswitch-db.js';
+import type { PortRow, VswitchDb } from './vswitch-db.js';
 
 export interface OvsDatapathOptions {
   /** A netlink socket in the node namespace (where ovs-vswitchd runs), owned by the caller. */
@@ -76,25 +77,8 @@ export interface OvsDatapathOptions {
   connectTimeoutMs?: number;
 }
 
-/** Counters of the connections to the switch (the `podwire_datapath_re*_total` metrics). */
-export interface OvsSwitchCounters {
-  /** OpenFlow connections made again after one was lost. */
-  openflowReconnects: number;
-  /** OVSDB connections made again after one was lost. */
-  ovsdbReconnects: number;
-  /** Replays of the whole wanted state, and the flows they had to add or delete. */
-  replays: number;
-  replayedFlows: number;
-}
-
-/**
- * Pod ports get OpenFlow numbers from here up, chosen by podwire (Interface `ofport_request`), so a
- * pod's flows go out while ovs-vswitchd is still opening its port; the gateway and the uplink keep
- * the low numbers ovs-vswitchd picks itself (it never picks a number that a row has asked for).
- */
+/** Pod ports' OpenFlow numbers start here (ofport-pool.ts); the gateway and uplink keep the low ones. */
 const POD_OFPORT_BASE = 100;
-/** The largest OpenFlow 1.3 port number a switch port may have (OFPP_MAX). */
-const OFPP_MAX = 0xffffff00;
 
 /**
  * The OpenFlow versions the bridge speaks: 1.3 for podwire's flows (bundles as OVS's extension to
@@ -150,25 +134,20 @@ export class OvsDatapath implements Datapath {
   #portOps = 0;
   #portOpsSettled: (() => void) | undefined;
   /** OpenFlow numbers that pod ports have or asked for; refreshed from OVSDB by every replay. */
-  readonly #ofports = new Set<number>();
+  readonly #ofports = new OfportPool(POD_OFPORT_BASE);
   /** DEL's port removals and flow deletions, each batched while one is in flight (group-commit.ts). */
   readonly #portRemovals = new GroupCommit<PortRow>(async (rows) => (await this.#db()).removePorts(rows));
+  /** The OVSDB connection (ovsdb-connection.ts); closed by stop(), made afresh on the next use. */
+  readonly #ovsdb: OvsdbConnection;
   readonly #cookieDeletions = new GroupCommit<bigint>(async (cookies) => {
     const flows = this.#flows;
     if (flows) await flows.apply({ deleteCookies: cookies, atomic: false });
   });
   /** Pod ports whose removal from OVSDB waits for OVSDB to come back (DEL during an outage). */
   readonly #pendingRemovals = new Set<string>();
-  readonly counters: OvsSwitchCounters = {
-    openflowReconnects: 0,
-    ovsdbReconnects: 0,
-    replays: 0,
-    replayedFlows: 0,
-  };
+  /** OpenFlow reconnects, replays and the flows they changed (`switchCounters`, the metrics). */
+  readonly #counters = { openflowReconnects: 0, replays: 0, replayedFlows: 0 };
   readonly #portTimeoutMs: number;
-  /** The OVSDB connection; replaced on the next operation once it has failed. */
-  #client: OvsdbClient | undefined;
-  #connecting: Promise<VswitchDb> | undefined;
   /** Set once start() has set up the bridge, the gateway and the pipeline; cleared by stop(). */
   #started = false;
   /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
@@ -181,6 +160,13 @@ export class OvsDatapath implements Datapath {
     this.podTxChecksumming = options.datapathType !== 'netdev';
     this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
     this.#openflowTarget = options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge);
+    this.#ovsdb = new OvsdbConnection(options.ovsdb, options.bridge, {
+      active: () => this.#started,
+      lost: (err) =>
+        options.warn?.('OVSDB connection lost; reconnecting', { ovsdb: options.ovsdb, reason: err.message }),
+      // ovsdb-server may have come back with another database: make the switch match it again.
+      back: () => this.#replay('OVSDB connection back'),
+    });
   }
 
   /**
@@ -194,8 +180,7 @@ export class OvsDatapath implements Datapath {
     } catch (err) {
       // Not started: leave no connection open behind a failed start.
       this.#started = false;
-      this.#client?.destroy();
-      this.#client = undefined;
+      this.#ovsdb.destroy();
       await this.#flows?.close();
       this.#flows = undefined;
       throw err;
@@ -225,7 +210,7 @@ export class OvsDatapath implements Datapath {
       });
     });
     flows.connection.onUp(() => {
-      this.counters.openflowReconnects++;
+      this.#counters.openflowReconnects++;
       this.#replay('OpenFlow connection back');
     });
     this.#switchReady = true;
@@ -249,10 +234,7 @@ export class OvsDatapath implements Datapath {
     }
     const want = pipelineFlows(gw);
     const vlanPorts: string[] = [];
-    this.#ofports.clear();
-    for (const row of rows) {
-      for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined && n > 0) this.#ofports.add(n);
-    }
+    this.#ofports.reset(rows);
     for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
@@ -293,8 +275,8 @@ export class OvsDatapath implements Datapath {
       const started = performance.now();
       await this.#removePending();
       const changed = await this.#installAll(flows);
-      this.counters.replays++;
-      this.counters.replayedFlows += changed;
+      this.#counters.replays++;
+      this.#counters.replayedFlows += changed;
       this.#switchReady = flows.connection.connected;
       this.#o.info?.('OVS switch state replayed', {
         bridge: this.#o.bridge,
@@ -319,16 +301,6 @@ export class OvsDatapath implements Datapath {
         if (this.#replaying === replaying) this.#replaying = undefined;
       });
     this.#replaying = replaying;
-  }
-
-  /** The lowest pod OpenFlow number that no port has or has asked for; taken until detach. */
-  #allocateOfport(): number {
-    let n = POD_OFPORT_BASE;
-    while (this.#ofports.has(n)) n++;
-    if (n > OFPP_MAX)
-      throw new DatapathError(`OVS bridge ${this.#o.bridge} has no OpenFlow port number left`);
-    this.#ofports.add(n);
-    return n;
   }
 
   /** Runs one port operation; a replay starts only once none is in flight. */
@@ -403,12 +375,12 @@ export class OvsDatapath implements Datapath {
         atomic: false,
       });
     // The port's number is chosen here, so its flows go out while ovs-vswitchd opens the port.
-    const ofport = this.#allocateOfport();
+    const ofport = this.#ofports.take(this.#o.bridge);
     const [added, programmed] = await Promise.allSettled([
       vs
         .addPort(port.hostIfname, { externalIds: podExternalIds(record), ofportRequest: ofport })
         .catch((err: unknown) => {
-          this.#ofports.delete(ofport); // no row asks for it (the rollback's detach finds none)
+          this.#ofports.release(ofport); // no row asks for it (the rollback's detach finds none)
           throw err;
         })
         .then(() => vs.waitOfport(port.hostIfname, this.#portTimeoutMs)),
@@ -425,7 +397,7 @@ export class OvsDatapath implements Datapath {
         asked: ofport,
         got: row.ofport,
       });
-      this.#ofports.add(row.ofport as number);
+      this.#ofports.mark(row.ofport);
       await program(row.ofport as number);
     }
     if (vlan) {
@@ -480,7 +452,7 @@ export class OvsDatapath implements Datapath {
     // is podwire's to hand out (ofport_request), and it is handed out again only once both are gone.
     await dropFlows();
     await this.#portRemovals.submit(row);
-    for (const n of [row.ofport, row.ofportRequest]) if (n !== undefined) this.#ofports.delete(n);
+    this.#ofports.release(row.ofport, row.ofportRequest);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
     if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
   }
@@ -592,9 +564,9 @@ export class OvsDatapath implements Datapath {
   }
 
   switchCounters(): { reconnects: Record<string, number>; replays: number; replayedFlows: number } {
-    const c = this.counters;
+    const c = this.#counters;
     return {
-      reconnects: { openflow: c.openflowReconnects, ovsdb: c.ovsdbReconnects },
+      reconnects: { openflow: c.openflowReconnects, ovsdb: this.#ovsdb.reconnects },
       replays: c.replays,
       replayedFlows: c.replayedFlows,
     };
@@ -602,7 +574,7 @@ export class OvsDatapath implements Datapath {
 
   status(): DatapathStatus {
     if (!this.#started) return { ready: false, reason: `OVS bridge ${this.#o.bridge} not set up yet` };
-    const failure = this.#client?.failure;
+    const failure = this.#ovsdb.failure;
     if (failure) return { ready: false, reason: failure.message };
     if (!this.#switchReady) {
       const connected = this.#flows?.connection.connected;
@@ -622,11 +594,9 @@ export class OvsDatapath implements Datapath {
     this.#switchReady = false;
     clearTimeout(this.#replayRetry);
     await this.#replaying;
-    const client = this.#client;
-    this.#client = undefined;
     const flows = this.#flows;
     this.#flows = undefined;
-    await Promise.all([client?.close(), flows?.close()]);
+    await Promise.all([this.#ovsdb.close(), flows?.close()]);
   }
 
   /** The gateway as the pipeline names it; `starting`: also while start() runs. */
@@ -684,46 +654,8 @@ export class OvsDatapath implements Datapath {
     }
   }
 
-  /** The OVSDB connection, (re)connected when there is none or the last one failed. */
   #db(): Promise<VswitchDb> {
-    const client = this.#client;
-    if (client && !client.closed) return Promise.resolve(new VswitchDb(client, this.#o.bridge));
-    const again = client !== undefined; // the last connection failed: this is a reconnect
-    this.#connecting ??= OvsdbClient.connect(this.#o.ovsdb)
-      .then((c) => {
-        this.#client = c;
-        c.onFailure((err) => this.#ovsdbLost(err));
-        if (again) {
-          this.counters.ovsdbReconnects++;
-          // ovsdb-server may have come back with another database: make the switch match it again.
-          if (this.#started) this.#replay('OVSDB connection back');
-        }
-        return new VswitchDb(c, this.#o.bridge);
-      })
-      .catch((err: unknown) => {
-        const why = err instanceof Error ? err.message : String(err);
-        throw new NotAvailableError(`OVSDB is not reachable (${why}): try again`, { cause: err });
-      })
-      .finally(() => {
-        this.#connecting = undefined;
-      });
-    return this.#connecting;
-  }
-
-  /**
-   * The OVSDB connection failed (ovsdb-server went away): reconnect in the background, every 200 ms,
-   * while the datapath runs, so that the next ADD finds it and pending removals go through.
-   */
-  #ovsdbLost(err: Error): void {
-    this.#o.warn?.('OVSDB connection lost; reconnecting', { ovsdb: this.#o.ovsdb, reason: err.message });
-    const retry = () => {
-      if (!this.#started || (this.#client && !this.#client.closed)) return;
-      this.#db().then(
-        () => undefined,
-        () => setTimeout(retry, 200).unref(),
-      );
-    };
-    setTimeout(retry, 50).unref();
+    return this.#ovsdb.db();
   }
 
   /** Creates the gateway's internal port with a fixed MAC, or adopts it; returns its port and MAC. */
