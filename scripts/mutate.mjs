@@ -153,6 +153,18 @@ const MUTATIONS = [
     tests: GC,
   },
   {
+    id: 'peers-cni-first',
+    what: 'Issue 17: peer programming slices no longer wait for CNI calls in flight',
+    edits: [['src/agent/startup/cluster-node.js', 'const busy = this.#cniBusy;', 'const busy = undefined;']],
+    tests: ['test/agent/cluster-node-cni-first.test.js'],
+  },
+  {
+    id: 'peers-slice-size',
+    what: 'Issue 17: peers handed to the overlay 128 at a time (an ADD waits ~10 ms behind a slice)',
+    edits: [['src/agent/startup/cluster-node.js', 'const PEER_SLICE = 64;', 'const PEER_SLICE = 128;']],
+    tests: ['test/agent/cluster-node-cni-first.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
