@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.js';
 import { InvalidConfigError, UnknownContainerError } from '../base/errors.js';
-import { bridgeFlows, type FlowRow, podFlows } from '../datapath/ovs/flow-report.js';
+import { bridgeFlows, type FlowRow, type PortCounters, podFlows } from '../datapath/ovs/flow-report.js';
 import type { CliArgs } from './args.js';
 import type { Command } from './commands.js';
 import { DEFAULT_CONFIG_PATH } from './control-client.js';
@@ -58,7 +58,7 @@ async function runFlows(args: CliArgs, out: (s: string) => void): Promise<number
   for (const p of matches) {
     if (args.json) {
       out(
-        `${JSON.stringify({ port: p.port, ofport: p.ofport, ...p.record, flows: flowsJson(p.flows) }, null, 2)}\n`,
+        `${JSON.stringify({ port: p.port, ofport: p.ofport, ...p.record, counters: p.counters ?? null, flows: flowsJson(p.flows) }, null, 2)}\n`,
       );
       continue;
     }
@@ -67,11 +67,20 @@ async function runFlows(args: CliArgs, out: (s: string) => void): Promise<number
       [
         `pod ${r.pod ?? '-'}  container ${r.containerId}  interface ${r.ifname}`,
         `port ${p.port} (ofport ${p.ofport ?? '-'})  mac ${r.mac}  addresses ${r.ips.join(', ')}  cookie ${p.cookie}`,
+        renderCounters(p.counters),
         renderFlows(p.flows),
       ].join('\n'),
     );
   }
   return 0;
+}
+
+/** The switch's counters of a pod port: what the pod sent (rx) and what reached it (tx). */
+export function renderCounters(c: PortCounters | undefined): string {
+  if (!c) return 'counters -';
+  const side = (x: PortCounters['rx']) =>
+    `${x.packets} pkts ${x.bytes} bytes, ${x.dropped} dropped, ${x.errors} errors`;
+  return `counters  from the pod: ${side(c.rx)}  to the pod: ${side(c.tx)}`;
 }
 
 /** The JSON form: every field of a row but the owner, as before the owner was added. */

@@ -6,6 +6,7 @@
 import type { FlowEntry } from './flow-text.js';
 import { toFlowEntry } from './openflow/flow-format.js';
 import { FlowTable } from './openflow/flow-table.js';
+import type { PortStats } from './openflow/port-stats.js';
 import { defaultOpenflowTarget } from './ovs-datapath.js';
 import { OvsdbClient } from './ovsdb-client.js';
 import { cookieText, isPodCookie, PIPELINE_COOKIE, podCookie, TABLE_NAMES } from './pipeline.js';
@@ -35,12 +36,23 @@ export interface FlowRow {
   bytes: number | undefined;
 }
 
+/**
+ * A pod port's counters as the switch keeps them: `rx` is what the switch received on the port (what
+ * the pod sent), `tx` what it sent out of it (what reached the pod). Numbers, not bigints: JSON.
+ */
+export interface PortCounters {
+  rx: { packets: number; bytes: number; dropped: number; errors: number };
+  tx: { packets: number; bytes: number; dropped: number; errors: number };
+}
+
 export interface PodFlows {
   port: string;
   ofport: number | undefined;
   record: PodRecord;
   cookie: string;
   flows: FlowRow[];
+  /** Undefined when the port has no OpenFlow number (ovs-vswitchd could not open it). */
+  counters: PortCounters | undefined;
 }
 
 interface PodPort {
@@ -119,14 +131,24 @@ export async function podFlows(target: SwitchTarget, query: string): Promise<Pod
   return withFlowTable(target, async (table) => {
     const out: PodFlows[] = [];
     for (const p of matching) {
+      const [stats] = p.ofport !== undefined && p.ofport > 0 ? await table.portStats(p.ofport) : [];
       out.push({
         port: p.port,
         ofport: p.ofport,
         record: p.record,
         cookie: cookieText(p.cookie),
         flows: rows(await dump(table, p.cookie), owners),
+        counters: stats && counters(stats),
       });
     }
     return out;
   });
+}
+
+function counters(s: PortStats): PortCounters {
+  const n = (v: bigint) => Number(v);
+  return {
+    rx: { packets: n(s.rxPackets), bytes: n(s.rxBytes), dropped: n(s.rxDropped), errors: n(s.rxErrors) },
+    tx: { packets: n(s.txPackets), bytes: n(s.txBytes), dropped: n(s.txDropped), errors: n(s.txErrors) },
+  };
 }

@@ -181,11 +181,26 @@ describe(`OVS (${OVS_DATAPATH}): announcements and \`podwire flows\``, () => {
     assert.match(one.stdout, /^pod shop\/cart-0 +container cli-ctr +interface eth0$/m);
     assert.match(one.stdout, /^ +\d+ pkts +priority=200 arp,in_port=\d+,dl_src=0a:58:/m);
     assert.doesNotMatch(one.stdout, /\[pipeline\]/);
+    // The port's counters (OFPMP_PORT_STATS, flow-report.ts): three pings to the gateway, inside the pod.
+    const gateway = (JSON.parse(add.stdout) as { ips: Array<{ gateway: string }> }).ips[0]?.gateway as string;
+    assert.ok(await ping(pod, gateway, 3), `pod -> gateway ${gateway}`);
     const byId = await cli('--pod', 'cli-ctr', '--json');
     assert.equal(byId.code, 0, byId.stderr);
-    const parsed = JSON.parse(byId.stdout) as { containerId: string; flows: unknown[] };
+    const parsed = JSON.parse(byId.stdout) as {
+      containerId: string;
+      flows: unknown[];
+      counters: { rx: { packets: number; errors: number }; tx: { packets: number } };
+    };
     assert.equal(parsed.containerId, 'cli-ctr');
     assert.ok(parsed.flows.length >= 3);
+    assert.ok(parsed.counters.rx.packets >= 3, `from the pod: ${parsed.counters.rx.packets} packets`);
+    assert.ok(parsed.counters.tx.packets >= 3, `to the pod: ${parsed.counters.tx.packets} packets`);
+    assert.equal(parsed.counters.rx.errors, 0);
+    const text = await cli('--pod', 'cli-ctr');
+    assert.match(
+      text.stdout,
+      /^counters {2}from the pod: \d+ pkts \d+ bytes, \d+ dropped, 0 errors {2}to the pod: /m,
+    );
     const none = await cli('--pod', 'shop/nothing');
     assert.equal(none.code, 1);
     assert.match(none.stderr, /no pod port on br-podwire for shop\/nothing/);

@@ -16,6 +16,12 @@ import { parseFlowText } from './flow-parse.js';
 import { decodeFlowStatsReply, encodeFlowStatsRequest, type FlowStats, OFPMP_FLOW } from './flow-stats.js';
 import { OFP10_VERSION, OFPT13 } from './header.js';
 import { noFlood, setNoFlood } from './port-mod-of10.js';
+import {
+  decodePortStatsReply,
+  encodePortStatsRequest,
+  OFPMP_PORT_STATS,
+  type PortStats,
+} from './port-stats.js';
 
 /** A change: every flow with one of `deleteCookies` goes, then `add` comes. */
 export interface FlowChange {
@@ -90,6 +96,14 @@ export class FlowTable {
       cookie === undefined ? {} : { cookie, cookieMask: COOKIE_MASK_ALL },
     );
     return decodeFlowStatsReply(await this.#of13.multipart(OFPMP_FLOW, request));
+  }
+
+  /**
+   * The switch's counters of one port (by OpenFlow number), or of all. Equivalent to: `ovs-ofctl -O
+   * OpenFlow13 dump-ports SWITCH [PORT]`.
+   */
+  async portStats(portNo?: number): Promise<PortStats[]> {
+    return decodePortStatsReply(await this.#of13.multipart(OFPMP_PORT_STATS, encodePortStatsRequest(portNo)));
   }
 
   /**

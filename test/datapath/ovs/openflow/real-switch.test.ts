@@ -14,6 +14,11 @@ import { OFP10_VERSION, OFPT13 } from '../../../../src/datapath/ovs/openflow/hea
 import { decodeDesc, decodePortDesc, OFPMP } from '../../../../src/datapath/ovs/openflow/multipart.js';
 import { noFlood, ports10, setNoFlood } from '../../../../src/datapath/ovs/openflow/port-mod-of10.js';
 import {
+  decodePortStatsReply,
+  encodePortStatsRequest,
+  OFPMP_PORT_STATS,
+} from '../../../../src/datapath/ovs/openflow/port-stats.js';
+import {
   flowMod,
   flowStatsRequestBody,
   OFPFC_DELETE,
@@ -82,6 +87,44 @@ describe('a real switch', { skip }, () => {
     await clearFlows();
     const flows = await conn.multipart(OFPMP.FLOW, flowStatsRequestBody());
     assert.equal(Buffer.concat(flows).length, 0, 'no flow stats in an empty table');
+  });
+
+  // Depends on: port-stats.ts (request body, 112-byte entries), connection.ts multipart().
+  test('MULTIPART: port stats of every port and of one, counting what the switch sent out', async () => {
+    const all = decodePortStatsReply(await conn.multipart(OFPMP_PORT_STATS, encodePortStatsRequest()));
+    const ports = decodePortDesc(Buffer.concat(await conn.multipart(OFPMP.PORT_DESC)));
+    assert.deepEqual(
+      all.map((s) => s.portNo).sort(),
+      ports.map((p) => p.portNo).sort(),
+      'one entry per port',
+    );
+    const port = ports.find((p) => p.name === sw.port);
+    assert.ok(port);
+    const one = async () => {
+      const [s, ...rest] = decodePortStatsReply(
+        await conn.multipart(OFPMP_PORT_STATS, encodePortStatsRequest(port.portNo)),
+      );
+      assert.ok(s && rest.length === 0, 'exactly the port asked for');
+      assert.equal(s.portNo, port.portNo);
+      return s;
+    };
+    const before = await one();
+    // Three frames out of the port, injected by ovs-ofctl: sent (or dropped, the tap being down).
+    const frame = `ffffffffffff02000000000108004500001c0001000040110000c0a80001c0a800020000000000080000`;
+    for (let i = 0; i < 3; i++) {
+      await sw.ofctl(
+        'OpenFlow13',
+        'packet-out',
+        `in_port=controller packet=${frame} actions=output:${port.portNo}`,
+      );
+    }
+    const after = await one();
+    assert.equal(after.txPackets + after.txDropped - (before.txPackets + before.txDropped), 3n);
+    // The same counter as ovs-ofctl reads it.
+    const text = await sw.ofctl('OpenFlow13', 'dump-ports', String(port.portNo));
+    const tx = /tx pkts=(\d+), bytes=\d+, drop=(\d+)/.exec(text);
+    assert.ok(tx, text);
+    assert.equal(BigInt(tx[1] as string) + BigInt(tx[2] as string), after.txPackets + after.txDropped);
   });
 
   // Depends on: connection.ts bundle(), bundle.ts (ONF EXT-230 on 1.3).
