@@ -10,7 +10,9 @@
  *         exited would be restarted by the kubelet forever);
  *       - datapath ovs: creates DB_DIR/conf.db with ovsdb-tool if missing, converts it when the
  *         image's schema is newer, starts ovsdb-server (--remote=punix:RUN_DIR/db.sock) and
- *         ovs-vswitchd in the foreground, both children of this process. When either dies, the other
+ *         ovs-vswitchd in the foreground (with other_config:flow-restore-wait=true, which the agent
+ *         clears once its flows are in place: a restarted switch keeps the kernel's flows until then),
+ *         both children of this process. When either dies, the other
  *         is stopped and this process exits 1: the kubelet restarts the container. On SIGTERM both
  *         are stopped with `ovs-appctl exit`, WITHOUT --cleanup: the kernel datapath, its ports and
  *         the database stay, so pods keep forwarding on established kernel flows while the container
@@ -207,6 +209,16 @@ async function runSwitch() {
     ]);
     // The root row, if the database is new; a no-op otherwise.
     tool(s, 'ovs-vsctl', [`--db=unix:${s.dbSock}`, '--no-wait', 'init']);
+    // A restarted ovs-vswitchd keeps the kernel datapath's flows (the pods keep forwarding) and
+    // handles no new packet until the agent has its flows back and clears the flag.
+    tool(s, 'ovs-vsctl', [
+      `--db=unix:${s.dbSock}`,
+      '--no-wait',
+      'set',
+      'Open_vSwitch',
+      '.',
+      'other_config:flow-restore-wait=true',
+    ]);
     const vswitchd = startDaemon(s, 'ovs-vswitchd', [
       `unix:${s.dbSock}`,
       `--pidfile=${join(s.runDir, 'ovs-vswitchd.pid')}`,

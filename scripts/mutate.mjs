@@ -165,6 +165,12 @@ const MUTATIONS = [
     tests: ['test/agent/cluster-node-cni-first.test.js'],
   },
   {
+    id: 'ovs-flow-restore-wait-cleared',
+    what: 'OVS: flow-restore-wait left set after the flows are in place (a restarted switch handles no new packet)',
+    edits: [['src/datapath/ovs/ovs-datapath.js', 'if (await vs.clearFlowRestoreWait()) {', 'if (false) {']],
+    tests: ['test/datapath/ovs/flow-restore-wait.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],

@@ -229,6 +229,11 @@ describe('deploy/ovs-switch.mjs on a real Open vSwitch', { skip }, () => {
       assert.ok(existsSync(join(b.dbDir, 'conf.db')));
       assert.match(s.stderr(), /"msg":"database created"/);
       await b.vsctl('show');
+      // Set before ovs-vswitchd starts; the agent clears it once its flows are in place.
+      assert.equal(
+        (await b.vsctl('get', 'Open_vSwitch', '.', 'other_config:flow-restore-wait')).trim(),
+        '"true"',
+      );
       const wait = await b.command('wait');
       assert.equal(wait.code, 0, wait.stderr);
       // The bridge as the agent creates it, and its OpenFlow socket where the agent looks (beside db.sock).

@@ -254,6 +254,12 @@ export class OvsDatapath implements Datapath {
     const outcome = await flows.replace(want);
     // Like flows, no-flood does not outlive ovs-vswitchd: set it again.
     for (const name of vlanPorts) await flows.setNoFlood(name);
+    // Only now, with every table as wanted: a restarted ovs-vswitchd that kept the kernel's flows
+    // meanwhile (deploy/'s OVS container sets the flag before starting it) revalidates them against
+    // these tables and handles new packets again.
+    if (await vs.clearFlowRestoreWait()) {
+      this.#o.info?.('OVS flows in place: flow-restore-wait cleared', { bridge: this.#o.bridge });
+    }
     return outcome.added + outcome.deleted;
   }
 

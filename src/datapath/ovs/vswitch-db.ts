@@ -204,6 +204,30 @@ export class VswitchDb {
     ]);
   }
 
+  /**
+   * Removes `other_config:flow-restore-wait` from the Open_vSwitch row; true when it was there.
+   * While it is true, an ovs-vswitchd that (re)starts keeps the kernel datapath's flows and does not
+   * revalidate them: the pods keep forwarding until whoever set it (the OVS container of deploy/)
+   * has the OpenFlow tables back and clears it. Equivalent to: `ovs-vsctl remove Open_vSwitch .
+   * other_config flow-restore-wait`.
+   */
+  async clearFlowRestoreWait(): Promise<boolean> {
+    const [found] = await this.#db.transact(DB, [
+      { op: 'select', table: 'Open_vSwitch', where: [], columns: ['other_config'] },
+    ]);
+    const root = rowsOf(found)[0];
+    if (!root || mapEntries(root.other_config)['flow-restore-wait'] === undefined) return false;
+    await this.#db.transact(DB, [
+      {
+        op: 'mutate',
+        table: 'Open_vSwitch',
+        where: [],
+        mutations: [['other_config', 'delete', ovsSet(['flow-restore-wait'])]],
+      },
+    ]);
+    return true;
+  }
+
   /** Sets columns of an existing Interface row. */
   async updateInterface(name: string, row: Record<string, unknown>): Promise<void> {
     await this.#db.transact(DB, [{ op: 'update', table: 'Interface', where: [eq('name', name)], row }]);
