@@ -171,6 +171,30 @@ const MUTATIONS = [
     tests: ['test/datapath/ovs/flow-restore-wait.test.js'],
   },
   {
+    id: 'ovs-replay-generation',
+    what: 'OVS: a replay that finished with another queued says ready (an ADD then loses its flows)',
+    edits: [['src/datapath/ovs/ovs-datapath.js', ' && generation === this.#replayGeneration;', ';']],
+    tests: ['test/datapath/ovs/replay-races.test.js'],
+  },
+  {
+    id: 'ovs-pending-removal-taken-over',
+    what: 'OVS: a removal queued during an OVSDB outage removes the same attachment added again',
+    edits: [['src/datapath/ovs/ovs-datapath.js', 'this.#pendingRemovals.delete(port.hostIfname);', '']],
+    tests: ['test/datapath/ovs/replay-races.test.js'],
+  },
+  {
+    id: 'ovs-rowless-number-kept',
+    what: "OVS: a failed insert frees its port number while the failed pod's flows still use it",
+    edits: [
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        'this.#rowless.set(port.hostIfname, ofport);',
+        'this.#ofports.release(ofport);',
+      ],
+    ],
+    tests: ['test/datapath/ovs/replay-races.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],

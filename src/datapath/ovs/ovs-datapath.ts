@@ -28,6 +28,7 @@ import { formatFlow } from './openflow/flow-format.js';
 import { diffFlowSets } from './openflow/flow-key.js';
 import { parseFlowText } from './openflow/flow-parse.js';
 import { FlowTable } from './openflow/flow-table.js';
+import { OvsdbError } from './ovsdb-client.js';
 import { OvsdbConnection } from './ovsdb-connection.js';
 import {
   type GatewayFlowsInput,
@@ -129,6 +130,8 @@ export class OvsDatapath implements Datapath {
   #switchReady = false;
   /** The replay running now, if any. */
   #replaying: Promise<void> | undefined;
+  /** Counts the replays asked for: only the latest one may say the switch is ready. */
+  #replayGeneration = 0;
   #replayRetry: NodeJS.Timeout | undefined;
   /** Port operations (attach, detach, CHECK) in flight: a replay waits for them to settle. */
   #portOps = 0;
@@ -145,6 +148,12 @@ export class OvsDatapath implements Datapath {
   });
   /** Pod ports whose removal from OVSDB waits for OVSDB to come back (DEL during an outage). */
   readonly #pendingRemovals = new Set<string>();
+  /**
+   * ADDs whose OVSDB insert failed after their flows went out, by host veth: the number those flows
+   * use, which stays taken until the ADD's undo (detachPort) has deleted them. Freed at once, it
+   * would go to the next pod while the failed pod's flows still guard and forward for it.
+   */
+  readonly #rowless = new Map<string, number>();
   /** OpenFlow reconnects, replays and the flows they changed (`switchCounters`, the metrics). */
   readonly #counters = { openflowReconnects: 0, replays: 0, replayedFlows: 0 };
   readonly #portTimeoutMs: number;
@@ -235,6 +244,8 @@ export class OvsDatapath implements Datapath {
     const want = pipelineFlows(gw);
     const vlanPorts: string[] = [];
     this.#ofports.reset(rows);
+    // Numbers of failed ADDs' flows: the replace below removes those flows, and the reset freed them.
+    this.#rowless.clear();
     for (const row of rows) {
       const rec = parsePodExternalIds(row.externalIds);
       // A port whose veth is gone has ofport -1; reconcile removes it, and its flows go now.
@@ -273,6 +284,7 @@ export class OvsDatapath implements Datapath {
     this.#switchReady = false;
     clearTimeout(this.#replayRetry);
     const previous = this.#replaying ?? Promise.resolve();
+    const generation = ++this.#replayGeneration;
     const run = async (): Promise<void> => {
       await previous;
       const flows = this.#flows;
@@ -283,7 +295,9 @@ export class OvsDatapath implements Datapath {
       const changed = await this.#installAll(flows);
       this.#counters.replays++;
       this.#counters.replayedFlows += changed;
-      this.#switchReady = flows.connection.connected;
+      // A replay asked for meanwhile (the other connection came back during this one) runs next and
+      // may find another state: until it is done, ADD and CHECK still answer "not available".
+      this.#switchReady = flows.connection.connected && generation === this.#replayGeneration;
       this.#o.info?.('OVS switch state replayed', {
         bridge: this.#o.bridge,
         why,
@@ -355,6 +369,10 @@ export class OvsDatapath implements Datapath {
   }
 
   async #attachPort(flows: FlowTable, port: PodPort): Promise<void> {
+    // A removal queued by a DEL of this attachment during an OVSDB outage is this ADD's now: its
+    // insert replaces the old row and its flows replace the old ones (same name, same cookie). Left
+    // queued, the replay after the outage would remove the new row.
+    this.#pendingRemovals.delete(port.hostIfname);
     const vs = await this.#db();
     if (port.podMac === '') {
       const row = await vs.port(port.hostIfname);
@@ -386,7 +404,7 @@ export class OvsDatapath implements Datapath {
       vs
         .addPort(port.hostIfname, { externalIds: podExternalIds(record), ofportRequest: ofport })
         .catch((err: unknown) => {
-          this.#ofports.release(ofport); // no row asks for it (the rollback's detach finds none)
+          this.#rowless.set(port.hostIfname, ofport); // the undo's detach frees it, after the flows
           throw err;
         })
         .then(() => vs.waitOfport(port.hostIfname, this.#portTimeoutMs)),
@@ -445,19 +463,35 @@ export class OvsDatapath implements Datapath {
       vs = await this.#db();
       row = await vs.port(hostIfname);
     } catch (err) {
-      if (!(err instanceof NotAvailableError)) throw err;
+      if (!ovsdbAway(err)) throw err;
       // OVSDB is away, and with it ovs-vswitchd's OpenFlow service (it serves OpenFlow only while it
       // holds its database lock): the replay after OVSDB's return removes the row, then the flows.
       this.#pendingRemovals.add(hostIfname);
       return;
     }
-    if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) return;
+    if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) {
+      const rowless = this.#rowless.get(hostIfname);
+      if (rowless !== undefined && flows) {
+        // The undo of an ADD whose insert failed after its flows went out: they go, then the number.
+        // (While the switch is away the replay removes them, and frees the number with the others.)
+        await dropFlows();
+        this.#rowless.delete(hostIfname);
+        this.#ofports.release(rowless);
+      }
+      return;
+    }
     // The flows first: that isolates the pod, and their barrier then never waits behind ovs-vswitchd
     // reconfiguring for removed ports (~10 ms a port on the userspace datapath; a burst of 100 DELs
     // had one DEL wait a second). Both are batched with the other DELs in flight. The port's number
     // is podwire's to hand out (ofport_request), and it is handed out again only once both are gone.
     await dropFlows();
-    await this.#portRemovals.submit(row);
+    try {
+      await this.#portRemovals.submit(row);
+    } catch (err) {
+      if (!ovsdbAway(err)) throw err;
+      this.#pendingRemovals.add(hostIfname); // lost during the removal: as above
+      return;
+    }
     this.#ofports.release(row.ofport, row.ofportRequest);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
     if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
@@ -708,4 +742,9 @@ export class OvsDatapath implements Datapath {
     }
     configureGateway(nl, sysctl, { index: link.index, name: gateway }, gateways);
   }
+}
+
+/** OVSDB could not be reached, or the connection was lost before the answer: not the request's fault. */
+function ovsdbAway(err: unknown): boolean {
+  return err instanceof NotAvailableError || (err instanceof OvsdbError && err.error === 'connection');
 }

@@ -77,7 +77,10 @@ describe('rtnetlink: alternative names, and a move renamed', { skip: notRoot && 
     assert.equal(moved[0]?.address, '0a:58:0a:f4:00:07');
     assert.equal(moved[0]?.mtu, 1400);
     assert.deepEqual(
-      pod.ipJson<Array<{ ifname: string }>>('link', 'show').map((l) => l.ifname).sort(),
+      pod
+        .ipJson<Array<{ ifname: string }>>('link', 'show')
+        .map((l) => l.ifname)
+        .sort(),
       ['eth0', 'lo'],
       'not under its old name',
     );
