@@ -195,6 +195,26 @@ const MUTATIONS = [
     tests: ['test/datapath/ovs/replay-races.test.js'],
   },
   {
+    id: 'gc-orphan-ports-judged-now',
+    what: 'podwire gc: pod ports judged against the listing (a pod ADDed during the sweep is detached)',
+    edits: [
+      ['src/agent/cni/reconcile.js', 'if (claimed.has(name) || ctx.nl.linkByName(name))', 'if (false)'],
+    ],
+    tests: ['test/agent/gc-reconcile-races.test.js'],
+  },
+  {
+    id: 'gc-reattach-current-claims',
+    what: 'podwire gc: a kept pod re-attached with the addresses of the listing, not of its claims now',
+    edits: [
+      [
+        'src/agent/cni/reconcile.js',
+        'const ips = ctx.ipam.lookup(att).map((a) => a.ip);',
+        'const ips = [att.ip];',
+      ],
+    ],
+    tests: ['test/agent/gc-reconcile-races.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],

@@ -111,6 +111,23 @@ for (const datapath of datapaths) {
       });
     }
 
+    // Not injected: the kernel refuses a route whose gw the pod cannot reach. Depends on the
+    // ENETUNREACH check in src/agent/cni/pod-interface.ts (configurePodInterface).
+    test('a route whose gw the pod cannot reach: CNI error 7 naming it, nothing left', async () => {
+      const failed = await node.cni({
+        command: 'ADD',
+        netns: pod,
+        ...call,
+        conf: { routes: [{ dst: '198.51.100.0/24', gw: '192.0.2.1' }] },
+      });
+      assert.equal(failed.code, 1, failed.stdout);
+      const err = failed.json as { code: number; msg: string };
+      assert.equal(err.code, 7, failed.stdout);
+      assert.match(err.msg, /routes: gw 192\.0\.2\.1 of the route to 198\.51\.100\.0\/24 is not reachable/);
+      await settledHostVeths(node.nodeNs, 0);
+      assert.deepEqual(await stateOf(node, pod), baseline, 'the node after the refused ADD');
+    });
+
     for (const d of DOUBLE) {
       test(`${d.name}: CNI error; the runtime's DEL cleans up, the next ADD works`, async () => {
         seq += 1;

@@ -3,11 +3,11 @@
  * namespace (so no namespace switch happens here).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DatapathError, InternalError } from '../../base/errors.js';
+import { DatapathError, InternalError, InvalidConfigError } from '../../base/errors.js';
 import { cidrFamily } from '../../base/ip.js';
 import type { CniRoute } from '../../cni/types.js';
 import type { Allocation } from '../../ipam/allocator.js';
-import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
+import { AF_INET, AF_INET6, KernelError } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { podRoutes } from './pod-routes.js';
 
@@ -36,10 +36,28 @@ export function configurePodInterface(
   podNl.setLinkUp(link.index);
   for (const r of routes) {
     const family = cidrFamily(r.dst) === 6 ? AF_INET6 : AF_INET;
-    podNl.addRoute({ family, dst: r.dst, ...(r.gw === undefined ? {} : { gateway: r.gw }), oif: link.index });
+    try {
+      podNl.addRoute({
+        family,
+        dst: r.dst,
+        ...(r.gw === undefined ? {} : { gateway: r.gw }),
+        oif: link.index,
+      });
+    } catch (err) {
+      // The network's configuration, not the node, is at fault: say which route (CNI error 7).
+      if (err instanceof KernelError && err.errno === ENETUNREACH && r.gw !== undefined) {
+        throw new InvalidConfigError(
+          `routes: gw ${r.gw} of the route to ${r.dst} is not reachable from the pod's addresses (${allocations.map((a) => `${a.ip}/${a.prefixLength}`).join(', ')})`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
   }
   return { index: link.index, mac: link.mac };
 }
+
+const ENETUNREACH = 101;
 
 /** A veth pair's carrier comes on within milliseconds of both ends being up. */
 const TRANSMIT_TIMEOUT_MS = 2000;

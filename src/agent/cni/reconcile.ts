@@ -48,13 +48,7 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
   );
   const explained = new Set<string>();
   const owners = new Map<string, Attachment>();
-  /** The addresses each attachment holds, for re-attaching its port. */
-  const owned = new Map<string, string[]>();
-  for (const a of await ctx.ipam.list()) {
-    const key = attachmentKey(a.containerId, a.ifname);
-    owners.set(key, a);
-    owned.set(key, [...(owned.get(key) ?? []), a.ip]);
-  }
+  for (const a of await ctx.ipam.list()) owners.set(attachmentKey(a.containerId, a.ifname), a);
 
   for (const [key, att] of owners) {
     const name = hostVethName(att.containerId, att.ifname);
@@ -79,12 +73,13 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
     // The bridge may have been recreated; re-attaching an attached port changes nothing. On the
     // attachment's key (a DEL may have started since the listing). An empty MAC asks the datapath to
     // use what it recorded (OVS keeps the pod's flows as they are: reinstalling them would drop
-    // packets); `podIps` are what the claims say.
-    const ips = owned.get(key) ?? [];
+    // packets); `podIps` are what the claims say now, not at the listing: a DEL and an ADD of the
+    // same attachment since then gave it other addresses, and the guards must follow those.
     try {
       await guard.serial(key, async () => {
         const now = ctx.nl.linkByName(name);
-        if (!now || !ctx.ipam.lookup(att).length) return;
+        const ips = ctx.ipam.lookup(att).map((a) => a.ip);
+        if (!now || ips.length === 0) return;
         const port = {
           hostIfname: name,
           hostIfindex: now.index,
@@ -146,9 +141,17 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
     if (await ctx.nl.deleteLinkAsync(link.index)) report.vethsRemoved.push(name);
   }
   // Pod ports whose veth and allocation are both gone (an OVS port outlives its veth as an OVSDB row).
-  // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours.
-  for (const name of await ctx.datapath.ports()) {
-    if (name.startsWith(HOST_VETH_PREFIX) && !explained.has(name) && !busyVeths.has(name)) {
+  // Only podwire's own names: a bridge may have other ports (an uplink) that are none of ours. Judged
+  // as they are now, not as listed: an ADD since the listing has a claim, a veth and a port that no
+  // listing above saw, and must keep them.
+  const orphans = (await ctx.datapath.ports()).filter(
+    (name) => name.startsWith(HOST_VETH_PREFIX) && !explained.has(name) && !busyVeths.has(name),
+  );
+  if (orphans.length > 0) {
+    const claimed = new Set((await ctx.ipam.list()).map((a) => hostVethName(a.containerId, a.ifname)));
+    for (const name of orphans) {
+      if (claimed.has(name) || ctx.nl.linkByName(name)) continue;
+      if (new Set([...guard.busy()].map(hostVethOfKey)).has(name)) continue;
       await ctx.datapath.detachPort(name);
     }
   }

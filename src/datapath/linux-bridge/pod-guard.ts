@@ -28,6 +28,7 @@
 import { isIPv4 } from 'node:net';
 import { canonicalIp, parseIpBytes } from '../../base/ip.js';
 import { eui64LinkLocal, parseMac } from '../../base/mac.js';
+import { KernelError } from '../../kernel/libc.js';
 import type { NfTables, SetKeys } from '../../kernel/netlink/nf-tables.js';
 import { concatKey, ifnameKey } from '../../kernel/netlink/nft-set-elem.js';
 import { NFPROTO_BRIDGE } from '../../kernel/netlink/uapi/nfnetlink.js';
@@ -197,6 +198,8 @@ export function readPodIdentities(nf: NfTables): Map<string, PodIdentity> {
   return out;
 }
 
+const ENOENT = 2;
+
 /** Installs a pod's elements (one transaction); elements already there are no error. */
 export function addPodGuard(nf: NfTables, p: PodIdentity): void {
   nf.addElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, podGuardKeys(p));
@@ -218,8 +221,10 @@ export function removePodGuard(nf: NfTables, p: PodIdentity): void {
     for (const key of g.keys) {
       try {
         nf.deleteElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, [{ set: g.set, keys: [key] }]);
-      } catch {
-        // already gone (ENOENT), or the table itself is
+      } catch (err) {
+        // Already gone (ENOENT), or the table itself is. Anything else would leave an identity in the
+        // guards that no record knows of: the caller hears of it.
+        if (!(err instanceof KernelError && err.errno === ENOENT)) throw err;
       }
     }
   }
