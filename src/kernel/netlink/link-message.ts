@@ -90,8 +90,6 @@ export interface LinkAttributes {
   maxMtu?: number;
   /** IFLA_PROTINFO in its binary form (a bridge port's BR_STATE_*); only sent, with family AF_BRIDGE. */
   protinfoState?: number;
-  /** IFLA_PROP_LIST's IFLA_ALT_IFNAMEs: the link's alternative names. */
-  altnames?: string[];
 }
 
 /** IFLA_LINKINFO. For kind 'veth' the data nest is typed as `peer`; other kinds keep raw `data`. */
@@ -156,17 +154,6 @@ const linkInfoCodec = {
   },
 };
 
-/** IFLA_PROP_LIST: a nest of IFLA_ALT_IFNAME strings (other properties, none yet, are skipped). */
-const propListCodec = {
-  nested: true,
-  encode: (names: string[]): Uint8Array =>
-    encodeAttributes(names.map((n) => ({ type: L.IFLA_ALT_IFNAME, value: cstring.encode(n) }))),
-  decode: (b: Uint8Array): string[] =>
-    decodeAttributes(b)
-      .filter((a) => attrType(a) === L.IFLA_ALT_IFNAME)
-      .map((a) => cstring.decode(a.value, L.IFLA_ALT_IFNAME)),
-};
-
 const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
   address: { type: L.IFLA_ADDRESS, codec: bytes },
   broadcast: { type: L.IFLA_BROADCAST, codec: bytes },
@@ -189,7 +176,6 @@ const LINK_SCHEMA: AttrSchema<LinkAttributes> = {
   minMtu: { type: L.IFLA_MIN_MTU, codec: u32 },
   maxMtu: { type: L.IFLA_MAX_MTU, codec: u32 },
   protinfoState: { type: L.IFLA_PROTINFO, codec: u8 },
-  altnames: { type: L.IFLA_PROP_LIST, codec: propListCodec },
 };
 
 export function encodeLinkBody(body: LinkBody): Uint8Array {
@@ -225,7 +211,6 @@ export function linkFromBody(body: LinkBody): Link {
   if (attrs.address !== undefined) link.mac = formatMac(attrs.address);
   if (attrs.master !== undefined) link.masterIndex = attrs.master;
   if (attrs.ifalias !== undefined && attrs.ifalias !== '') link.alias = attrs.ifalias;
-  if (attrs.altnames !== undefined && attrs.altnames.length > 0) link.altnames = attrs.altnames;
   if (attrs.operstate !== undefined) link.operstate = L.operstateName(attrs.operstate);
   if (attrs.link !== undefined) link.linkIndex = attrs.link;
   if (attrs.linkinfo?.slaveKind === 'bridge') {

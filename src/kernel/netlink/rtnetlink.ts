@@ -277,31 +277,6 @@ export class Rtnetlink implements Disposable {
     this.#setLink(index, {}, { mtu });
   }
 
-  /**
-   * Gives the link an alternative name, by which the kernel then finds it as by its name (a name
-   * lookup, a delete by name). EEXIST when a link of this namespace has the name already.
-   * Equivalent to: `ip link property add dev INDEX altname NAME`.
-   */
-  addAltname(index: number, name: string): void {
-    this.#sock.request(
-      R.RTM_NEWLINKPROP,
-      CREATE,
-      encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs: { altnames: [name] } }),
-    );
-  }
-
-  /**
-   * Moves the link into the namespace of `netnsFd` (the caller keeps the descriptor), renamed
-   * `ifname` there, with `mac` when given: one request, so the link never appears in the target
-   * namespace under its old name. Equivalent to: `ip link set dev INDEX netns FD name IFNAME
-   * [address MAC]`.
-   */
-  moveLink(index: number, to: { netnsFd: number; ifname: string; mac?: string }): void {
-    const attrs: LinkAttributes = { netNsFd: to.netnsFd, ifname: to.ifname };
-    if (to.mac !== undefined) attrs.address = parseMac(to.mac);
-    this.#setLink(index, {}, attrs);
-  }
-
   /** Equivalent to: `ip link set dev INDEX address MAC`. */
   setMac(index: number, mac: string): void {
     this.#setLink(index, {}, { address: parseMac(mac) });

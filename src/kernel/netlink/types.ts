@@ -18,8 +18,6 @@ export interface Link {
   up: boolean;
   /** IFLA_IFALIAS, when set and not empty. */
   alias?: string;
-  /** Alternative names (IFLA_PROP_LIST), when it has any: the kernel finds the link by each. */
-  altnames?: string[];
   /** IFLA_MASTER: the bridge (or bond) this link is enslaved to. */
   masterIndex?: number;
   /** IFLA_BRPORT_STATE (BR_STATE_*) from IFLA_INFO_SLAVE_DATA, when the link is a bridge port. */

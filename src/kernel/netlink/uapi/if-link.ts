@@ -26,10 +26,6 @@ export const IFLA_CARRIER = 33;
 export const IFLA_LINK_NETNSID = 37;
 export const IFLA_MIN_MTU = 50;
 export const IFLA_MAX_MTU = 51;
-/** A nest of the link's properties: for now only its alternative names (IFLA_ALT_IFNAME). */
-export const IFLA_PROP_LIST = 52;
-/** An alternative name (up to 127 bytes): the kernel finds the link by it as by its name. */
-export const IFLA_ALT_IFNAME = 53;
 
 /** Attributes nested in IFLA_LINKINFO. */
 export const IFLA_INFO_UNSPEC = 0;

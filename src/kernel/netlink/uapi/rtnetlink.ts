@@ -16,9 +16,6 @@ export const RTM_GETROUTE = 26;
 export const RTM_NEWNEIGH = 28;
 export const RTM_DELNEIGH = 29;
 export const RTM_GETNEIGH = 30;
-/** Adds (RTM_NEWLINKPROP) or removes (RTM_DELLINKPROP) link properties: alternative names. */
-export const RTM_NEWLINKPROP = 108;
-export const RTM_DELLINKPROP = 109;
 
 const RTM_NAMES = new Map<number, string>([
   [RTM_NEWLINK, 'RTM_NEWLINK'],
@@ -34,8 +31,6 @@ const RTM_NAMES = new Map<number, string>([
   [RTM_NEWNEIGH, 'RTM_NEWNEIGH'],
   [RTM_DELNEIGH, 'RTM_DELNEIGH'],
   [RTM_GETNEIGH, 'RTM_GETNEIGH'],
-  [RTM_NEWLINKPROP, 'RTM_NEWLINKPROP'],
-  [RTM_DELLINKPROP, 'RTM_DELLINKPROP'],
 ]);
 
 /** The kernel's name of a message type, used as the `syscall` of a KernelError. */
