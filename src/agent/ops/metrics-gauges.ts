@@ -141,7 +141,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
     },
     {
       name: 'podwire_peer_records_refused_total',
-      help: 'Peer node records refused before they became routes (CIDR outside clusterCIDRs, overlapping another node, covering an underlay address); absent on a single node.',
+      help: 'Peer node records refused before they became routes (CIDR outside clusterCIDRs, overlapping another node, covering an underlay address; VTEP MAC used by another node or not unicast); absent on a single node.',
       type: 'counter',
       read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.refusedTotal }] : []),
     },

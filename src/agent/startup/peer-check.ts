@@ -7,12 +7,17 @@
  * - overlaps this node's pod CIDRs, or those of a peer already accepted;
  * - covers this node's underlay address, its own, or an accepted peer's;
  *
- * or when its underlay address is this node's or lies inside a pod CIDR accepted here. First come,
- * first served: a record that collides with an accepted one is refused, the accepted one keeps its
- * routes; when the accepted one goes or changes, refused records are checked again. A full check
- * (`reset`) takes the records accepted so far first, then the others by name, so it keeps the same
- * winners. Overlap checks are binary searches over the accepted CIDRs (kept
- * disjoint, sorted by start) and the underlay addresses, so a check costs O(log N), not O(N).
+ * or when its underlay address is this node's or lies inside a pod CIDR accepted here, or when its
+ * VTEP MAC (its `vtepMac`, else the one derived from its name: `vtepMacOf`) is not a unicast address,
+ * is all zeros, or is this node's or an accepted peer's: the overlay points the FDB entry of a MAC at
+ * one underlay address, so a record copying a peer's MAC would pull that peer's pod traffic. First
+ * come, first served: a record that collides with an accepted one is refused, the accepted one keeps
+ * its routes; when the accepted one goes or changes, refused records are checked again. A full check
+ * (`reset`) takes the records accepted so far first, then the others by name (those using the MAC
+ * their own name derives before those naming another, so a fresh agent does not hand a node's
+ * derived MAC to a record that copied it), so it keeps the same winners. Overlap checks are binary
+ * searches over the accepted CIDRs (kept disjoint, sorted by start) and the underlay addresses, the
+ * MAC check one lookup in a map from MAC to owner, so a check costs O(log N), not O(N).
  */
 import {
   type IpFamily,
@@ -23,7 +28,9 @@ import {
   prefixContains,
   prefixSize,
 } from '../../base/ip.js';
+import { isMac, ZERO_MAC } from '../../base/mac.js';
 import type { NodeRecord } from '../../cluster/store.js';
+import { vtepMacFor, vtepMacOf } from '../../datapath/overlay/vxlan-overlay.js';
 
 interface Span {
   start: bigint;
@@ -82,8 +89,8 @@ function span(p: Prefix, owner: string): Span {
 }
 
 export interface PeerCheckOptions {
-  /** This node: its name, underlay address and pod CIDRs. */
-  self: Pick<NodeRecord, 'name' | 'underlayIP' | 'podCIDRs'>;
+  /** This node: its name, underlay address, pod CIDRs and VTEP MAC (derived from its name if absent). */
+  self: Pick<NodeRecord, 'name' | 'underlayIP' | 'podCIDRs' | 'vtepMac'>;
   /** The cluster CIDRs when the cluster leases from them; every peer CIDR must lie inside one. */
   clusterCIDRs?: readonly string[];
 }
@@ -104,13 +111,15 @@ export class PeerCheck {
   readonly #refused = new Map<string, { record: NodeRecord; reason: string }>();
   readonly #cidrs: Record<IpFamily, SortedSpans> = { 4: new SortedSpans(), 6: new SortedSpans() };
   readonly #underlays: Record<IpFamily, SortedSpans> = { 4: new SortedSpans(), 6: new SortedSpans() };
+  /** The VTEP MAC of this node and of each accepted peer -> its owner. */
+  readonly #macs = new Map<string, string>();
   /** Refusals since the agent started (the metric). */
   refusedTotal = 0;
 
   constructor(o: PeerCheckOptions) {
     this.#self = o.self;
     this.#clusterCIDRs = (o.clusterCIDRs ?? []).map((c) => parsePrefix(c)).filter(isPrefix);
-    this.#index(o.self.name, o.self.podCIDRs, o.self.underlayIP);
+    this.#index(o.self);
   }
 
   get accepted(): NodeRecord[] {
@@ -155,19 +164,32 @@ export class PeerCheck {
     if (freed) for (const [name, r] of this.#refused) if (!changes.has(name)) candidates.set(name, r.record);
     const out: AcceptedChanges = { put: [], removed: [], refused: [] };
     // Records accepted before this change go first, so that a full check (or a change of an accepted
-    // record) never hands a collided-over CIDR to the newcomer: first come, first served.
-    const order = [...candidates.keys()].sort((a, b) => {
-      const wa = wasAccepted.has(a) ? 0 : 1;
-      const wb = wasAccepted.has(b) ? 0 : 1;
-      return wa - wb || (a < b ? -1 : a > b ? 1 : 0);
-    });
+    // record) never hands a collided-over CIDR or MAC to the newcomer: first come, first served.
+    // Among newcomers wanting one VTEP MAC, those naming a MAC other than their name's go last: at a
+    // fresh start an "a-..." record copying node-2's MAC would otherwise win it by name. (Hashing a
+    // name costs microseconds, so only such collisions pay for it.)
+    const macUsers = new Map<string, number>();
+    for (const [name, r] of candidates) {
+      if (wasAccepted.has(name)) continue;
+      const mac = macKey(r);
+      macUsers.set(mac, (macUsers.get(mac) ?? 0) + 1);
+    }
+    const rank = new Map<string, number>();
+    for (const [name, r] of candidates) {
+      const copies =
+        r.vtepMac !== undefined && (macUsers.get(macKey(r)) ?? 0) > 1 && macKey(r) !== vtepMacFor(name);
+      rank.set(name, wasAccepted.has(name) ? 0 : copies ? 2 : 1);
+    }
+    const order = [...candidates.keys()].sort(
+      (a, b) => (rank.get(a) as number) - (rank.get(b) as number) || (a < b ? -1 : a > b ? 1 : 0),
+    );
     for (const name of order) {
       const record = candidates.get(name) as NodeRecord;
       const reason = this.#check(record);
       if (reason === undefined) {
         this.#refused.delete(name);
         this.#accepted.set(name, record);
-        this.#index(name, record.podCIDRs, record.underlayIP);
+        this.#index(record);
         out.put.push(record);
         continue;
       }
@@ -190,6 +212,15 @@ export class PeerCheck {
     const inCidr = this.#cidrs[underlay.family].overlapping(underlay.value, underlay.value);
     if (inCidr)
       return `underlay address ${r.underlayIP} lies inside the pod CIDRs of ${describe(inCidr.owner, this.#self.name)}`;
+    const mac = macKey(r);
+    if (!isMac(mac)) return `VTEP MAC ${mac} is not a MAC address`;
+    // A multicast (or broadcast) or all-zero MAC is not one tunnel end: the kernel's VXLAN FDB floods
+    // to the all-zero entry.
+    if (mac === ZERO_MAC) return `VTEP MAC ${mac} is all zeros`;
+    if (Number.parseInt(mac.slice(0, 2), 16) & 1) return `VTEP MAC ${mac} is not a unicast address`;
+    const macOwner = this.#macs.get(mac);
+    if (macOwner !== undefined)
+      return `VTEP MAC ${mac} is the VTEP MAC of ${describe(macOwner, this.#self.name)}`;
     const mine: Span[] = [];
     for (const text of r.podCIDRs) {
       const p = parsePrefix(text);
@@ -214,13 +245,15 @@ export class PeerCheck {
     return undefined;
   }
 
-  #index(owner: string, podCIDRs: readonly string[], underlayIP: string): void {
-    for (const text of podCIDRs) {
+  #index(r: PeerCheckOptions['self']): void {
+    const owner = r.name;
+    for (const text of r.podCIDRs) {
       const p = parsePrefix(text);
       if (isPrefix(p)) this.#cidrs[p.family].add(span(p, owner));
     }
-    const u = parseIp(underlayIP);
+    const u = parseIp(r.underlayIP);
     if (u) this.#underlays[u.family].add({ start: u.value, end: u.value, owner });
+    this.#macs.set(macKey(r), owner);
   }
 
   #unindex(r: NodeRecord): void {
@@ -230,7 +263,14 @@ export class PeerCheck {
     }
     const u = parseIp(r.underlayIP);
     if (u) this.#underlays[u.family].remove(r.name, u.value);
+    const mac = macKey(r);
+    if (this.#macs.get(mac) === r.name) this.#macs.delete(mac);
   }
+}
+
+/** The VTEP MAC a record makes the overlay use (vxlan-overlay.ts), in canonical (lower-case) text. */
+function macKey(r: Pick<NodeRecord, 'name' | 'vtepMac'>): string {
+  return vtepMacOf(r).toLowerCase();
 }
 
 function describe(owner: string, self: string): string {

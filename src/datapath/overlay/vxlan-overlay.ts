@@ -33,8 +33,12 @@ export interface VxlanOverlayOptions {
   legacyPeerProgramming?: boolean;
 }
 
-/** Every node derives its VTEP MAC from its name, so a peer's is known even when no record says it. */
-function macOf(p: PeerNode): string {
+/**
+ * A peer's VTEP MAC: its record's, else the one every node derives from its name, so a peer's is
+ * known even when no record says it. The agent's peer check (agent/startup/peer-check.ts) keeps these
+ * unique among the accepted peers, by this same rule.
+ */
+export function vtepMacOf(p: Pick<PeerNode, 'name' | 'vtepMac'>): string {
   return p.vtepMac ?? vtepMacFor(p.name);
 }
 
@@ -122,7 +126,7 @@ export class VxlanOverlay implements Overlay {
   async setPeers(peers: readonly PeerNode[]): Promise<OverlayStatus> {
     if (this.#index === 0) throw new DatapathError('VXLAN overlay not started');
     if (this.#o.legacyPeerProgramming) {
-      return legacyVxlanSetPeers(this.#o.nl, this.#index, this.#o.podCIDRs, peers, macOf);
+      return legacyVxlanSetPeers(this.#o.nl, this.#index, this.#o.podCIDRs, peers, vtepMacOf);
     }
     return this.#done(await this.#table.converge(peers));
   }
@@ -144,7 +148,7 @@ export class VxlanOverlay implements Overlay {
   /** Per peer CIDR a route via its network address (onlink) and a neighbour; per peer one FDB entry. */
   #entries(p: PeerNode): PeerEntries {
     const entries: PeerEntries = { routes: new Map(), neighs: new Map(), fdb: new Map(), skipped: [] };
-    const mac = macOf(p);
+    const mac = vtepMacOf(p);
     for (const cidr of p.podCIDRs) {
       const c = parsePrefixOrThrow(cidr);
       if (overlapsOwn(c, this.#own)) {

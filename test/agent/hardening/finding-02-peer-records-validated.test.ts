@@ -6,6 +6,13 @@
  *
  * A real etcd (its own namespace), a real ClusterNode with a VXLAN overlay in a throwaway node
  * namespace; the peer records are written into etcd as a rogue writer would.
+ *
+ * Found later in review (vtep-hijack): the check did not look at VTEP MACs, and a record copying
+ * another peer's `vtepMac` took over that MAC's FDB entry (the smaller name wins it in
+ * datapath/overlay/peer-table.ts), so the peer's pod traffic was tunnelled to the impostor. The
+ * tests "a record copying a peer's VTEP MAC" depend on PeerCheck's MAC rule in
+ * src/agent/startup/peer-check.ts (`this.#macs.get(mac)` in #check; at a fresh start, the `copies`
+ * rank in `update`).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -15,7 +22,7 @@ import type { Logger } from '../../../src/agent/log.js';
 import { ClusterNode } from '../../../src/agent/startup/cluster-node.js';
 import type { EtcdStore } from '../../../src/cluster/etcd-store.js';
 import type { NodeRecord } from '../../../src/cluster/store.js';
-import { VXLAN_DEVICE, VxlanOverlay } from '../../../src/datapath/overlay/vxlan-overlay.js';
+import { VXLAN_DEVICE, VxlanOverlay, vtepMacFor } from '../../../src/datapath/overlay/vxlan-overlay.js';
 import { openEtcdStore } from '../../cluster/etcd-harness.js';
 import { type BedNode, OverlayBed } from '../../datapath/overlay-bed.js';
 
@@ -58,13 +65,18 @@ describe('finding 2: peer records are checked before they become routes', () => 
     await etcd?.cleanup();
   });
 
-  /** A ClusterNode for `self` over a fresh prefix; `fn` runs with it, everything stopped after. */
+  /**
+   * A ClusterNode for `self` over a fresh prefix; `fn` runs with it, everything stopped after.
+   * `seed`: records written before the node starts.
+   */
   async function withNode(
     clusterCIDRs: string[] | undefined,
     fn: (ctx: { store: EtcdStore; node: ClusterNode; warnings: Array<{ msg: string }> }) => Promise<void>,
+    seed: NodeRecord[] = [],
   ): Promise<void> {
     seq++;
     const store = await openEtcdStore(etcd, `/pwt/f02-${seq}`);
+    for (const r of seed) await put(store, r);
     const overlay = new VxlanOverlay({
       nl: self.nl,
       nodeName: self.name,
@@ -179,6 +191,90 @@ describe('finding 2: peer records are checked before they become routes', () => 
       assert.match(reasons.get('node-cover-own') ?? '', /covers its own underlay address/);
       assert.match(reasons.get('node-inside') ?? '', /lies inside the pod CIDRs of node node-good/);
       assert.match(reasons.get('node-same-ip') ?? '', /is this node's/);
+    });
+  });
+
+  describe("a record copying a peer's VTEP MAC", () => {
+    let peer: BedNode;
+    let peerOverlay: VxlanOverlay;
+    let real: NodeRecord;
+    let impostor: NodeRecord;
+    let mac: string;
+
+    before(async () => {
+      peer = bed.nodes[1] as BedNode;
+      mac = vtepMacFor(peer.name);
+      real = { name: peer.name, underlayIP: peer.underlayIP, podCIDRs: ['10.246.2.0/24'], vtepMac: mac };
+      // Sorts before node-2: it would hold the FDB entry of node-2's MAC.
+      impostor = {
+        name: 'a-impostor',
+        underlayIP: '192.168.77.9',
+        podCIDRs: ['10.246.9.0/24'],
+        vtepMac: mac,
+      };
+      // node-2's side of the tunnel, so that a ping between the two bed pods shows where the traffic goes.
+      peerOverlay = new VxlanOverlay({
+        nl: peer.nl,
+        nodeName: peer.name,
+        uplinkIndex: peer.uplinkIndex,
+        underlayIP: peer.underlayIP,
+        uplinkMtu: 1500,
+        podCIDRs: ['10.246.2.0/24'],
+      });
+      await peerOverlay.start();
+      await peerOverlay.setPeers([
+        { name: self.name, underlayIP: self.underlayIP, podCIDRs: ['10.246.1.0/24'] },
+      ]);
+    });
+    after(async () => {
+      await peerOverlay?.setPeers([]);
+      await peerOverlay?.stop();
+    });
+
+    const fdb = async (): Promise<string[]> => (await bed.view(self, VXLAN_DEVICE)).fdb;
+
+    test("written while node-2 is accepted: refused, and node-2's MAC still leads to node-2", async () => {
+      await withNode(CLUSTER_CIDRS, async ({ store, node, warnings }) => {
+        await put(store, real);
+        await until('node-2 in the FDB', async () => (await fdb()).includes(`${mac} dst ${peer.underlayIP}`));
+        assert.ok(await bed.ping(self, '10.246.2.2'), 'node-1 pod -> node-2 pod before the impostor');
+        await put(store, impostor);
+        await until('the impostor refused', async () => node.refusedTotal >= 1);
+        await sleep(300);
+        assert.deepEqual(node.status().refused, [
+          { name: 'a-impostor', reason: `VTEP MAC ${mac} is the VTEP MAC of node node-2` },
+        ]);
+        assert.equal(node.refusedTotal, 1, 'podwire_peer_records_refused_total');
+        assert.equal(warnings.filter((w) => w.msg.startsWith('peer record refused')).length, 1);
+        const view = await bed.view(self, VXLAN_DEVICE);
+        assert.deepEqual(view.fdb, [`${mac} dst ${peer.underlayIP}`], 'the FDB entry still points at node-2');
+        assert.deepEqual(view.routes, [`10.246.2.0/24 via 10.246.2.0 dev ${VXLAN_DEVICE} onlink`]);
+        assert.ok(await bed.ping(self, '10.246.2.2'), 'node-1 pod -> node-2 pod with the impostor written');
+        // node-2 leaves: the refused record is judged again, and now holds the MAC nobody else uses.
+        await store.deleteNode(peer.name);
+        await until('the impostor accepted once node-2 is gone', async () =>
+          (await fdb()).includes(`${mac} dst 192.168.77.9`),
+        );
+        assert.deepEqual(node.status().refused, []);
+      });
+    });
+
+    test('both present when the agent starts: node-2 keeps its MAC, though the impostor sorts first', async () => {
+      await withNode(
+        CLUSTER_CIDRS,
+        async ({ node }) => {
+          await until('the impostor refused', async () => node.refusedTotal >= 1);
+          await until('node-2 in the FDB', async () => (await fdb()).length > 0);
+          await sleep(300);
+          assert.deepEqual(await fdb(), [`${mac} dst ${peer.underlayIP}`]);
+          assert.deepEqual(
+            node.status().refused.map((r) => r.name),
+            ['a-impostor'],
+          );
+          assert.ok(await bed.ping(self, '10.246.2.2'), 'node-1 pod -> node-2 pod');
+        },
+        [impostor, real],
+      );
     });
   });
 });
