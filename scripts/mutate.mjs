@@ -215,6 +215,12 @@ const MUTATIONS = [
     tests: ['test/agent/gc-reconcile-races.test.js'],
   },
   {
+    id: 'peer-vtep-mac-taken',
+    what: "Cluster: a peer record may copy another peer's VTEP MAC (and pull that peer's pod traffic)",
+    edits: [['src/agent/startup/peer-check.js', 'if (macOwner !== undefined)', 'if (false)']],
+    tests: ['test/agent/peer-check.test.js', 'test/agent/hardening/finding-02-peer-records-validated.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
