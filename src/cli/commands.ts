@@ -21,6 +21,15 @@ function mib(bytes: number): string {
   return (bytes / 1048576).toFixed(1);
 }
 
+/** The agent's `LeaseState` (cluster-node.ts), one line. */
+function leaseLine(l: { state: string; reason?: string; since?: string }): string {
+  if (l.state === 'not-held') return `NOT HELD since ${age(l.since ?? '')}: ${l.reason}`;
+  if (l.state === 'remembered')
+    return `remembered (node-lease.json), not yet confirmed by the store, since ${age(l.since ?? '')}`;
+  if (l.state === 'confirmed') return 'remembered, confirmed by the store';
+  return 'settled at start (leased from the store, or configured)';
+}
+
 function ask(method: string, render: (result: unknown) => string): Command['run'] {
   return async (args, out) => {
     const result = await callAgent(resolveControlSocket(args), method);
@@ -51,6 +60,7 @@ export const COMMANDS: Record<string, Command> = {
           store: string;
           health: { ok: boolean; error?: string; since: string };
           registered: boolean;
+          lease?: { state: string; reason?: string; since?: string };
           mode: string;
           overlay: { peers: string[]; skipped: Array<{ name: string; reason: string }> };
           refused?: Array<{ name: string; reason: string }>;
@@ -62,6 +72,7 @@ export const COMMANDS: Record<string, Command> = {
         ? [
             `node:         ${c.node.name} (underlay ${c.node.underlayIP})${c.registered ? '' : ', NOT REGISTERED yet'}`,
             `store:        ${c.store}: ${c.health.ok ? 'healthy' : `UNREACHABLE (${c.health.error})`} since ${age(c.health.since)}`,
+            ...(c.lease ? [`lease:        ${leaseLine(c.lease)}`] : []),
             `traffic:      ${c.mode}`,
             `peers:        ${c.overlay.peers.length === 0 ? '(none)' : c.overlay.peers.join(', ')}`,
             ...c.overlay.skipped.map((k) => `  skipped:    ${k.name}: ${k.reason}`),

@@ -13,6 +13,7 @@
  *
  * Errors: every failure is a `PodwireError` with code ERR_STORE and a message naming what failed,
  * except a bad pod CIDR pool, which is a configuration error (ERR_INVALID_CONFIG, naming the key).
+ * `storeFailure` tells a failure for want of an answer from an answer that refuses.
  */
 import { type PodwireError, StoreError } from '../base/errors.js';
 import type { PoolStore } from './pool-store.js';
@@ -133,6 +134,31 @@ export interface ClusterStore {
 
 export function storeError(message: string, cause?: unknown): PodwireError {
   return new StoreError(message, cause === undefined ? undefined : { cause });
+}
+
+/**
+ * What a failed store call says about the request:
+ * - `unreachable`: nothing, for want of an answer (connection refused, a timeout, a reset, no leader);
+ * - `rejected`: nothing either: the store refused this client (its certificate, credentials or
+ *   permissions), a configuration to fix;
+ * - `failed`: the store's server failed the call with an error of its own (etcd: too many requests,
+ *   no space, an invalid request), which says nothing about the records either;
+ * - `answered`: the store answered, and what it holds refuses the request (a lease the pool no
+ *   longer holds, a CIDR key another node holds, no free CIDR, a node the file does not list).
+ * Only `unreachable` leaves an earlier answer standing as the store's word. An implementation marks
+ * its transport failures with `unreachable` and `rejected` flags (etcd: `GatewayError`); the marks
+ * are looked for along the `cause` chain, since the store wraps them with the operation's name.
+ */
+export function storeFailure(err: unknown): 'unreachable' | 'rejected' | 'failed' | 'answered' {
+  let e: unknown = err;
+  for (let depth = 0; e instanceof Error && depth < 8; depth++) {
+    const mark = e as { unreachable?: unknown; rejected?: unknown };
+    if (mark.unreachable === true) return 'unreachable';
+    if (mark.rejected === true) return 'rejected';
+    if (typeof mark.unreachable === 'boolean') return 'failed';
+    e = e.cause;
+  }
+  return 'answered';
 }
 
 /** Rejects with the signal's reason as an ERR_STORE naming the operation, when it has aborted. */

@@ -2,7 +2,7 @@
  * CNI ADD, in the order it happens (docs/architecture.md, "A CNI ADD, end to end"). Each step that changes
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
-import { InterfaceExistsError } from '../../base/errors.js';
+import { InterfaceExistsError, NotAvailableError } from '../../base/errors.js';
 import { podMac } from '../../base/pod-mac.js';
 import type { Attachment, CniResult, CniRoute } from '../../cni/types.js';
 import type { Allocation } from '../../ipam/allocator.js';
@@ -40,6 +40,10 @@ export async function cmdAdd(
   netnsPath: string,
   log: Logger,
 ): Promise<CniResult> {
+  // Before anything is touched: a node whose pod CIDRs the cluster store gives to another (or that
+  // now holds others) must not hand out their addresses (decision 10).
+  const leaseProblem = ctx.cluster?.leaseProblem;
+  if (leaseProblem !== undefined) throw new NotAvailableError(`ADD refused: ${leaseProblem}`);
   const { nl, ipam, datapath, home } = ctx;
   const undo = new UndoStack();
   const t = new StepTimer();

@@ -6,7 +6,8 @@
  *   A loop that is stuck cannot answer at all, so the probe's own timeout catches that case; a loop
  *   that answers but was blocked for seconds is reported dead too, so the kubelet restarts it.
  * - ready: the datapath is ready, IPAM answers within READY_TIMEOUT_MS, and (in a cluster) the store
- *   is healthy. Each check is named in the body, `ok` or why not.
+ *   is healthy and has not said that this node does not hold its pod CIDRs. Each check is named in
+ *   the body, `ok` or why not.
  */
 import { createServer, type Server } from 'node:http';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
@@ -100,6 +101,8 @@ async function ready(ctx: AgentContext): Promise<HealthReport> {
   if (ctx.cluster) {
     const health = ctx.cluster.status().health;
     checks.clusterStore = health.ok ? 'ok' : `unhealthy: ${health.error ?? 'unknown'}`;
+    const leaseProblem = ctx.cluster.leaseProblem;
+    checks.podCIDRs = leaseProblem === undefined ? 'ok' : leaseProblem;
   }
   return { ok: Object.values(checks).every((c) => c === 'ok'), checks };
 }

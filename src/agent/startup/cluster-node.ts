@@ -1,14 +1,21 @@
 /**
  * This node's membership of the cluster: its pod CIDRs (leased from the store, remembered locally so
- * that a restart without the store keeps serving), its node record, and the watch that keeps the
- * overlay's routes to its peers equal to the store's list of nodes.
+ * that a restart without the store keeps serving, and checked with the store once it answers), its
+ * node record, and the watch that keeps the overlay's routes to its peers equal to the store's list
+ * of nodes.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises';
 import { InvalidConfigError } from '../../base/errors.js';
 import { registerNode } from '../../cluster/register.js';
-import type { ClusterStore, NodeRecord, PodCIDRPool, StoreHealth } from '../../cluster/store.js';
+import {
+  type ClusterStore,
+  type NodeRecord,
+  type PodCIDRPool,
+  type StoreHealth,
+  storeFailure,
+} from '../../cluster/store.js';
 import type { Overlay, OverlayStatus } from '../../datapath/overlay/overlay.js';
 import type { Logger } from '../log.js';
 import { type AcceptedChanges, PeerCheck } from './peer-check.js';
@@ -27,7 +34,28 @@ export interface ClusterNodeOptions {
   resyncMs?: number;
   /** Bench only (PODWIRE_BENCH_LEGACY_PEERS=1): every event converges all peers, as before issue 17. */
   legacyPeerProgramming?: boolean;
+  /**
+   * The node runs with the pod CIDRs remembered in node-lease.json (the store did not answer at
+   * start): the membership asks the store for this node's lease (from `pool`, or its record without
+   * one) before it registers the node, and the node serves no ADD if the store says otherwise.
+   */
+  remembered?: { pool: PodCIDRPool | undefined };
 }
+
+/**
+ * Whether the store stands behind the pod CIDRs the node runs with:
+ * - `leased`: the store gave them at start (or the configuration fixes them: nothing to check);
+ * - `remembered`: taken from node-lease.json at start because the store did not answer; ADD is
+ *   served from them meanwhile (an outage must not stop a node whose CIDR is known);
+ * - `confirmed`: remembered, and the store has since said this node holds them;
+ * - `not-held`: the store has said this node does not hold them (they went to another node while it
+ *   was away, or it holds other CIDRs now), or refused the lease: the node hands out no address
+ *   from them (ADD refused, STATUS and /readyz failing) until it is restarted.
+ */
+export type LeaseState =
+  | { state: 'leased' | 'confirmed' }
+  | { state: 'remembered'; since: Date }
+  | { state: 'not-held'; reason: string; since: Date };
 
 interface LeaseCache {
   nodeName: string;
@@ -75,34 +103,49 @@ function writeCache(stateDir: string, cache: LeaseCache): void {
   renameSync(`${path}.tmp`, path);
 }
 
+function removeCache(stateDir: string): void {
+  rmSync(cachePath(stateDir), { force: true });
+}
+
+/** The node's pod CIDRs at start, and whether they are the store's answer or the remembered one. */
+export interface ResolvedPodCIDRs {
+  podCIDRs: string[];
+  /** Taken from node-lease.json because the store did not answer: the store has yet to confirm them. */
+  remembered: boolean;
+}
+
 /**
  * The node's pod CIDRs: `configured` when given, else leased from the store. When the store cannot
- * answer within `waitMs`, the lease remembered from an earlier start is used, so a node whose CIDR
- * is known keeps serving ADD through a store outage.
+ * answer (unreachable, or no answer within `waitMs`), the lease remembered from an earlier start is
+ * used, so a node whose CIDR is known keeps serving ADD through a store outage; the membership checks
+ * it with the store once the store answers (`LeaseState`). An answer from the store that refuses (the
+ * lease no longer fits the pool, the node is not in the file, credentials refused) is never masked by
+ * the remembered lease: it stops the start.
  */
 export async function resolvePodCIDRs(
   o: ClusterNodeOptions,
   pool: PodCIDRPool | undefined,
   configured: string[] | undefined,
   waitMs: number,
-): Promise<string[]> {
-  if (configured && configured.length > 0) return configured;
+): Promise<ResolvedPodCIDRs> {
+  if (configured && configured.length > 0) return { podCIDRs: configured, remembered: false };
   const deadline = Date.now() + waitMs;
   for (let delay = 200; ; delay = Math.min(delay * 2, BACKOFF_MAX_MS)) {
     let cidrs: string[];
+    const signal = AbortSignal.timeout(waitMs);
     try {
-      const signal = AbortSignal.timeout(waitMs);
-      cidrs = pool
-        ? await o.store.leasePodCIDRs(o.nodeName, pool, { signal })
-        : await recordedCIDRs(o.store, o.nodeName, signal);
+      cidrs = await askStore(o, pool, signal);
     } catch (err) {
+      // Only the lack of an answer (our own deadline cutting the call short is one) lets the
+      // remembered lease stand in; anything else the store says stops the start (decision 10).
+      if (!signal.aborted && storeFailure(err) !== 'unreachable') throw err;
       const cached = readCache(o.stateDir, o.nodeName);
       if (cached) {
-        o.log.warn('cluster store unreachable: using the remembered pod CIDRs', {
-          podCIDRs: cached,
-          err: String(err),
-        });
-        return cached;
+        o.log.warn(
+          'cluster store unreachable: using the remembered pod CIDRs until the store confirms them',
+          { podCIDRs: cached, err: String(err) },
+        );
+        return { podCIDRs: cached, remembered: true };
       }
       if (Date.now() + delay > deadline) throw err;
       o.log.warn('cluster store unreachable, retrying', { err: String(err), retryMs: delay });
@@ -110,8 +153,23 @@ export async function resolvePodCIDRs(
       continue;
     }
     writeCache(o.stateDir, { nodeName: o.nodeName, podCIDRs: cidrs });
-    return cidrs;
+    return { podCIDRs: cidrs, remembered: false };
   }
+}
+
+/** The store's word on the node's CIDRs: its lease from `pool`, or without one what its record says. */
+function askStore(
+  o: ClusterNodeOptions,
+  pool: PodCIDRPool | undefined,
+  signal: AbortSignal,
+): Promise<string[]> {
+  return pool
+    ? o.store.leasePodCIDRs(o.nodeName, pool, { signal })
+    : recordedCIDRs(o.store, o.nodeName, signal);
+}
+
+function sameCIDRs(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && [...a].sort().join(',') === [...b].sort().join(',');
 }
 
 /** Without a pool to lease from, the node's CIDRs are the ones its record (e.g. the static file) gives. */
@@ -151,6 +209,7 @@ export class ClusterNode {
   readonly #check: PeerCheck;
   #status: OverlayStatus = { peers: [], skipped: [] };
   #registered = false;
+  #lease: LeaseState;
   #loop: Promise<void> = Promise.resolve();
   #programming: Promise<void> = Promise.resolve();
   #cniBusy: (() => boolean) | undefined;
@@ -159,6 +218,7 @@ export class ClusterNode {
     this.#o = o;
     this.#overlay = overlay;
     this.#record = record;
+    this.#lease = o.remembered ? { state: 'remembered', since: new Date() } : { state: 'leased' };
     this.#check = new PeerCheck({
       self: record,
       ...(o.clusterCIDRs ? { clusterCIDRs: o.clusterCIDRs } : {}),
@@ -185,10 +245,19 @@ export class ClusterNode {
     return this.#check.refusedTotal;
   }
 
+  /**
+   * Why the node must hand out no address from its pod CIDRs (the store says it does not hold them),
+   * or undefined. ADD, CNI STATUS and /readyz ask.
+   */
+  get leaseProblem(): string | undefined {
+    return this.#lease.state === 'not-held' ? this.#lease.reason : undefined;
+  }
+
   status(): {
     store: string;
     health: StoreHealth;
     registered: boolean;
+    lease: LeaseState;
     mode: string;
     overlay: OverlayStatus;
     refused: Array<{ name: string; reason: string }>;
@@ -197,6 +266,7 @@ export class ClusterNode {
       store: this.#o.store.description,
       health: this.#o.store.health(),
       registered: this.#registered,
+      lease: this.#lease,
       mode: this.#overlay.mode,
       overlay: this.#status,
       refused: this.#check.refused,
@@ -208,7 +278,9 @@ export class ClusterNode {
     const signal = this.#abort.signal;
     for (let delay = 200; !signal.aborted; delay = Math.min(delay * 2, BACKOFF_MAX_MS)) {
       try {
-        if (!this.#registered) {
+        // Remembered CIDRs are checked before the record that claims them is published.
+        if (this.#lease.state === 'remembered') await this.#confirmLease(signal);
+        if (!this.#registered && this.#lease.state !== 'not-held') {
           await registerNode(this.#o.store, this.#record, { signal });
           this.#registered = true;
           log.info('node registered', { node: this.#record });
@@ -247,6 +319,65 @@ export class ClusterNode {
         return;
       }
     }
+  }
+
+  /**
+   * Asks the store for this node's lease, as a start would have (a CIDR this node holds comes back
+   * as it is; a node that holds none is given one). The same CIDRs: confirmed. Others, or a refusal:
+   * the node does not hold the CIDRs it runs with, and may not hand out their addresses. No answer:
+   * throws, and the loop asks again after its backoff.
+   */
+  async #confirmLease(signal: AbortSignal): Promise<void> {
+    const { log, nodeName } = this.#o;
+    const running = this.#record.podCIDRs;
+    let stored: string[];
+    try {
+      stored = await askStore(this.#o, this.#o.remembered?.pool, signal);
+    } catch (err) {
+      // No answer about the lease (unreachable; our credentials refused, which rotated files may
+      // fix; an error of etcd's own): ask again.
+      if (signal.aborted || storeFailure(err) !== 'answered') throw err;
+      this.#notHeld(
+        `the cluster store refuses the remembered lease: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      // The store's word refuses the lease: node-lease.json no longer stands for it either.
+      this.#rememberLease(undefined);
+      return;
+    }
+    if (sameCIDRs(stored, running)) {
+      this.#lease = { state: 'confirmed' };
+      log.info('remembered pod CIDRs confirmed by the cluster store', { podCIDRs: running });
+      return;
+    }
+    this.#notHeld(
+      `the cluster store gives node ${nodeName} ${stored.join(', ')}, not ${running.join(', ')} ` +
+        '(remembered in node-lease.json while the store did not answer)',
+    );
+    // What the store says this node holds is what the next start uses, even without the store.
+    this.#rememberLease(stored);
+  }
+
+  /** Rewrites node-lease.json (undefined: removes it); a failure is logged, the state stays. */
+  #rememberLease(podCIDRs: string[] | undefined): void {
+    const { stateDir, nodeName, log } = this.#o;
+    try {
+      if (podCIDRs === undefined) removeCache(stateDir);
+      else writeCache(stateDir, { nodeName, podCIDRs });
+    } catch (err) {
+      log.error('node-lease.json not updated: the next start without the store may use stale pod CIDRs', {
+        err: String(err),
+        podCIDRs,
+      });
+    }
+  }
+
+  #notHeld(why: string): void {
+    const reason =
+      `pod CIDRs ${this.#record.podCIDRs.join(', ')} not held: ${why}; ` +
+      'no address is handed out from them and the node record is not published: restart the agent ' +
+      '(it starts with the lease the store gives, or says why it cannot), and recreate the pods given addresses from them';
+    this.#lease = { state: 'not-held', reason, since: new Date() };
+    this.#o.log.error('pod CIDRs not held by this node', { reason });
   }
 
   #poke(): void {

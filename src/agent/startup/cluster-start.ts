@@ -43,6 +43,8 @@ function uplinkOf(
 /** What cluster mode settles before the datapath starts: the store, the uplink, the pod CIDRs, the MTU. */
 export interface ClusterOpen {
   podCIDRs: string[];
+  /** The pod CIDRs are the ones remembered in node-lease.json: the store did not answer at start. */
+  remembered?: boolean;
   /** The pod MTU once encapsulation is paid for. */
   mtu: number;
   /** Absent on a single node (no `cluster:` section). */
@@ -78,7 +80,7 @@ export async function openCluster(
   // Certificates or credentials that etcd refuses, or that name an etcd we do not trust, stop the start here.
   const store = await openClusterStore(c.store);
   undo.push('cluster store', () => store.close());
-  const podCIDRs = await resolvePodCIDRs(
+  const { podCIDRs, remembered } = await resolvePodCIDRs(
     membershipOptions(config, c, store, uplink.ip, log),
     c.pool,
     config.podCIDRs,
@@ -88,7 +90,7 @@ export async function openCluster(
   const mtu = Math.min(config.mtu, uplink.mtu - overhead);
   if (mtu < config.mtu)
     log.info('pod MTU lowered for encapsulation', { mtu, uplinkMtu: uplink.mtu, overhead });
-  return { podCIDRs, mtu, cluster: { settings: c, store, uplink } };
+  return { podCIDRs, remembered, mtu, cluster: { settings: c, store, uplink } };
 }
 
 function membershipOptions(
@@ -156,6 +158,8 @@ export async function startMembership(
   const options = {
     ...membershipOptions(config, c, store, uplink.ip, log),
     ...(c.pool ? { clusterCIDRs: c.pool.clusterCIDRs } : {}),
+    // Remembered CIDRs are checked with the store once it answers, before the record is published.
+    ...(opened.remembered ? { remembered: { pool: c.pool } } : {}),
     legacyPeerProgramming,
   };
   const node = new ClusterNode(
