@@ -224,6 +224,18 @@ const MUTATIONS = [
     ],
   },
   {
+    id: 'lease-cache-only-when-unreachable',
+    what: 'Cluster: any store error at start falls back to the remembered pod CIDRs (a refusal is masked)',
+    edits: [
+      [
+        'src/agent/startup/cluster-node.js',
+        "!signal.aborted && storeFailure(err) !== 'unreachable'",
+        'false',
+      ],
+    ],
+    tests: ['test/agent/cluster-lease-check.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
