@@ -218,7 +218,10 @@ const MUTATIONS = [
     id: 'peer-vtep-mac-taken',
     what: "Cluster: a peer record may copy another peer's VTEP MAC (and pull that peer's pod traffic)",
     edits: [['src/agent/startup/peer-check.js', 'if (macOwner !== undefined)', 'if (false)']],
-    tests: ['test/agent/peer-check.test.js', 'test/agent/hardening/finding-02-peer-records-validated.test.js'],
+    tests: [
+      'test/agent/peer-check.test.js',
+      'test/agent/hardening/finding-02-peer-records-validated.test.js',
+    ],
   },
   {
     id: 'ovs-replay-on-reconnect',
