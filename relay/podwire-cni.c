@@ -9,9 +9,10 @@
  *   response  one byte, the exit status; then the bytes to print on stdout verbatim, up to EOF.
  *
  * The relay answers by itself only when it cannot get an answer: a CNI error object on stdout and
- * exit status 1. Code 11 ("try again later") when the agent is unreachable, closes without an answer
- * or times out; 7 for a config it cannot relay (too large, bad "socket"); 6 for a config that is not
- * JSON; 5 for local I/O failures; 100 for an answer that breaks the protocol.
+ * exit status 1. Code 11 ("try again later") when the agent is unreachable, times out or is not root
+ * at the socket (50 for STATUS, decision 4), or closes without an answer; 7 for a config it cannot
+ * relay (too large, bad "socket"); 6 for a config that is not JSON; 5 for local I/O failures; 100 for
+ * an answer that breaks the protocol.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -397,6 +398,8 @@ static int scan_member(struct scanner *sc, const struct field *key)
 		config.socket_err = "network config field \"socket\": \\u escapes are not supported";
 	else if (value.len == 0)
 		config.socket_err = "network config field \"socket\" is empty";
+	else if (value.buf[0] != '/') /* relative: it would resolve against the runtime's cwd */
+		config.socket_err = "network config field \"socket\" must be an absolute path";
 	else if (value.overflow || value.len > SUN_PATH_MAX)
 		config.socket_err = "network config field \"socket\" is longer than a unix socket path (107 bytes)";
 	config.socket = value;
@@ -514,10 +517,15 @@ static const char *agent_path(void)
  * The agent could not give an answer: code 11, so the runtime retries. STATUS asks precisely whether
  * ADD can be served, and the spec's answer for "no" is 50 (plugin not available).
  */
-__attribute__((noreturn)) static void unreachable(int err)
+static int agent_down_code(void)
 {
 	const char *cmd = getenv("CNI_COMMAND");
-	int code = (cmd && strcmp(cmd, "STATUS") == 0) ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN;
+	return (cmd && strcmp(cmd, "STATUS") == 0) ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN;
+}
+
+__attribute__((noreturn)) static void unreachable(int err)
+{
+	int code = agent_down_code();
 	if (err == EAGAIN || err == EWOULDBLOCK) /* SO_RCVTIMEO or SO_SNDTIMEO expired */
 		fail(code, "podwire agent unreachable at %s: no progress within %d s", agent_path(), AGENT_TIMEOUT_S);
 	fail(code, "podwire agent unreachable at %s: %s", agent_path(), strerror(err));
@@ -545,6 +553,21 @@ static int connect_agent(void)
 			break;
 		unreachable(errno);
 	}
+	/*
+	 * Only root's listener is the agent. The relay runs as root and sends the pod's CNI_* variables;
+	 * whatever answers ADD becomes the pod's network result. A socket path in a directory others can
+	 * write to may have any user's listener behind it: refuse it before a byte is sent. Same code as
+	 * an agent that is not there (11, 50 for STATUS): the agent, when it starts, replaces the socket
+	 * file (src/agent/unix-listen.ts), and then a retry reaches it.
+	 */
+	struct ucred peer;
+	socklen_t peer_len = sizeof(peer);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0)
+		fail(CNI_ERR_IO, "cannot read the credentials of the listener at %s: %s", path, strerror(errno));
+	if (peer.uid != 0)
+		fail(agent_down_code(),
+		     "podwire agent unreachable at %s: the listener there runs as uid %u, not root; nothing sent",
+		     path, (unsigned)peer.uid);
 	return fd;
 }
 

@@ -4,11 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { before, describe, type TestContext, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root: the nearest ancestor of this file that holds relay/Makefile. */
@@ -93,10 +94,15 @@ interface RelayRun {
   stderr: string;
 }
 
-/** Runs the relay with exactly `env` as its environment and `stdin` as its input. */
-function runRelay(env: Record<string, string>, stdin: Buffer | string, relay = RELAY): Promise<RelayRun> {
+/** Runs the relay with exactly `env` as its environment and `stdin` as its input, in `opts.cwd`. */
+function runRelay(
+  env: Record<string, string>,
+  stdin: Buffer | string,
+  relay = RELAY,
+  opts: { cwd?: string } = {},
+): Promise<RelayRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(relay, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(relay, [], { env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => out.push(c));
@@ -263,6 +269,86 @@ describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to b
     assert.equal(err.code, 11);
     assert.equal(err.msg, `podwire agent unreachable at ${sock}: connection closed without an answer`);
     assert.equal(agent.requests.length, 1);
+  });
+
+  // Depends on the absolute-path check in scan_member (`value.buf[0] != '/'`, podwire-cni.c): the old
+  // relay connected to agent.sock in its working directory and relayed the listener's answer.
+  test('a relative "socket": code 7 naming the key, and nothing is sent', async (t) => {
+    const dir = tempDir(t);
+    const agent = await startAgent(t, join(dir, 'agent.sock'), {
+      kind: 'answer',
+      status: 0,
+      stdout: Buffer.from('{}'),
+    });
+    const err = parseError(await runRelay(CNI_ENV, config('agent.sock'), RELAY, { cwd: dir }));
+    assert.equal(err.code, 7);
+    assert.equal(err.msg, 'network config field "socket" must be an absolute path');
+    assert.equal(agent.connections, 0);
+  });
+
+  // Depends on the SO_PEERCRED check in connect_agent (`peer.uid != 0`, podwire-cni.c): the old relay
+  // sent the frame to the nobody-owned listener and passed its made-up result on with exit 0.
+  test('a listener that is not root: refused before anything is sent (11; 50 for STATUS)', {
+    skip: process.getuid?.() === 0 ? false : 'needs root to run a listener as nobody',
+  }, async (t) => {
+    const dir = tempDir(t);
+    chmodSync(dir, 0o711);
+    const own = join(dir, 'nobody');
+    mkdirSync(own, { mode: 0o700 });
+    chownSync(own, 65534, 65534);
+    const sock = join(own, 'agent.sock');
+    // Answers every request with a made-up success; prints how many bytes each connection sent.
+    const script = `
+      const net = require('node:net');
+      const answer = Buffer.from('\\0{"cniVersion":"1.0.0","ips":[{"address":"10.96.0.1/32"}]}');
+      net.createServer({ allowHalfOpen: true }, (s) => {
+        let n = 0;
+        s.on('error', () => {});
+        s.on('data', (d) => { n += d.length; });
+        s.on('end', () => { process.stdout.write('frame ' + n + '\\n'); s.end(answer); });
+      }).listen(process.argv[1], () => process.stdout.write('listening\\n'));`;
+    const listener = spawn(
+      'setpriv',
+      ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', script, sock],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    t.after(async () => {
+      if (listener.exitCode === null && listener.signalCode === null) {
+        const exited = new Promise((resolve) => listener.once('exit', resolve));
+        listener.kill();
+        await exited;
+      }
+    });
+    let out = '';
+    let errText = '';
+    listener.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    listener.stderr.on('data', (d: Buffer) => {
+      errText += d.toString();
+    });
+    /** Waits until the listener has printed `text` (everything it printed so far, in order). */
+    const seen = async (text: string) => {
+      const deadline = Date.now() + 5000;
+      while (!out.includes(text)) {
+        if (Date.now() > deadline)
+          throw new Error(`no ${JSON.stringify(text)} from the listener: ${out} ${errText}`);
+        await sleep(20);
+      }
+    };
+    await seen('listening\n');
+
+    const err = parseError(await runRelay(CNI_ENV, config(sock)));
+    assert.equal(err.code, 11);
+    assert.equal(
+      err.msg,
+      `podwire agent unreachable at ${sock}: the listener there runs as uid 65534, not root; nothing sent`,
+    );
+    const status = parseError(await runRelay({ CNI_COMMAND: 'STATUS' }, config(sock)));
+    assert.equal(status.code, 50);
+    // Both connections were made (the check needs one) and closed without a byte.
+    await seen('frame 0\nframe 0\n');
+    assert.doesNotMatch(out, /frame [1-9]/);
   });
 
   /** The relay built to give up after 1 s instead of 120 s, in the test's temporary directory. */
