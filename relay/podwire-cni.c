@@ -635,10 +635,18 @@ int main(void)
 	size_t head_len;
 	unsigned char *head = build_env_block(&head_len);
 	int fd = connect_agent();
+	/*
+	 * EPIPE or ECONNRESET while sending: the agent stopped reading, and may have answered first (a
+	 * request over its size limit: it answers with code 6 then closes). Read what it left; only
+	 * without an answer is the send error the result.
+	 */
+	int send_err = 0;
 	if (write_all(fd, head, head_len) < 0 || write_all(fd, stdin_buf, config_len) < 0)
-		unreachable(errno);
+		send_err = errno;
+	if (send_err && send_err != EPIPE && send_err != ECONNRESET)
+		unreachable(send_err);
 	free(head);
-	if (shutdown(fd, SHUT_WR) < 0)
+	if (!send_err && shutdown(fd, SHUT_WR) < 0)
 		unreachable(errno);
 
 	/* Buffer the whole answer: if the agent fails halfway, stdout still gets one clean error object. */
@@ -661,13 +669,19 @@ int main(void)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			unreachable(errno);
+			/* A unix socket reports the reset only once every byte sent before it was read: what
+			 * came is all the agent wrote, as at EOF. */
+			if (errno == ECONNRESET && len > 0)
+				break;
+			unreachable(send_err && errno == ECONNRESET ? send_err : errno);
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
 	close(fd);
+	if (len == 0 && send_err)
+		unreachable(send_err);
 	if (len == 0)
 		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: connection closed without an answer",
 		     agent_path());

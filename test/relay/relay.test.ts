@@ -1,16 +1,21 @@
 /**
  * The C relay (relay/podwire-cni.c) against a fake agent: a Node unix-socket server in a temporary
- * directory that records the request frame and sends a scripted answer.
+ * directory that records the request frame and sends a scripted answer; then against the agent's own
+ * socket server (src/agent/cni/cni-server.ts) with a handler that runs the real parseEnv.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { before, describe, type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { CniServer } from '../../src/agent/cni/cni-server.js';
+import { jsonLogger } from '../../src/agent/log.js';
+import { parseEnv } from '../../src/cni/env.js';
+import { toCniErrorObject } from '../../src/cni/errors.js';
 
 /** The repository root: the nearest ancestor of this file that holds relay/Makefile. */
 function findRoot(): string {
@@ -36,7 +41,12 @@ type Behaviour =
   /** Reads the request, never answers. */
   | { kind: 'silent' }
   /** Never reads: the relay's sends block once the socket buffers are full. */
-  | { kind: 'deaf' };
+  | { kind: 'deaf' }
+  /**
+   * Answers on the first bytes and closes with the rest of the request unread, as the agent did with
+   * a request over its size limit: the relay's send fails (EPIPE or ECONNRESET) after the answer.
+   */
+  | { kind: 'answer-early'; status: number; stdout: Buffer };
 
 interface FakeAgent {
   /** Every complete request frame received, in order. */
@@ -63,6 +73,13 @@ async function startAgent(t: TestContext, path: string, behaviour: Behaviour): P
     sock.on('error', (err) => agent.errors.push(err));
     if (behaviour.kind === 'hang-up-at-once') {
       sock.destroy();
+      return;
+    }
+    if (behaviour.kind === 'answer-early') {
+      sock.once('data', () => {
+        sock.end(Buffer.concat([Buffer.from([behaviour.status]), behaviour.stdout]));
+        sock.once('finish', () => sock.destroy());
+      });
       return;
     }
     const chunks: Buffer[] = [];
@@ -271,6 +288,21 @@ describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to b
     assert.equal(agent.requests.length, 1);
   });
 
+  // Depends on the relay reading the answer after a failed send (`send_err` in main(), podwire-cni.c)
+  // and keeping the bytes read before an ECONNRESET (`errno == ECONNRESET && len > 0`). The old relay
+  // reported 11 (Broken pipe / Connection reset by peer) on every run.
+  test('an agent that answers and closes before reading the whole request: its answer, not 11', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const stdout = Buffer.from('{"cniVersion":"1.1.0","code":6,"msg":"request larger than 1114112 bytes"}');
+    await startAgent(t, sock, { kind: 'answer-early', status: 1, stdout });
+    const stdin = config(sock, { pad: 'x'.repeat(STDIN_MAX - 4096) });
+    for (let i = 0; i < 5; i++) {
+      const run = await runRelay(CNI_ENV, stdin);
+      assert.equal(run.status, 1, run.stderr);
+      assert.deepEqual(run.stdout.toString(), stdout.toString(), `run ${i}`);
+    }
+  });
+
   // Depends on the absolute-path check in scan_member (`value.buf[0] != '/'`, podwire-cni.c): the old
   // relay connected to agent.sock in its working directory and relayed the listener's answer.
   test('a relative "socket": code 7 naming the key, and nothing is sent', async (t) => {
@@ -443,4 +475,80 @@ describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to b
       if (stdin.includes('1.0.0') && code === 7) assert.equal(err.cniVersion, '1.0.0');
     });
   }
+});
+
+/** The agent's socket server with a handler that validates the environment as the agent does. */
+async function startCniServer(t: TestContext, path: string): Promise<CniServer> {
+  const server = new CniServer(
+    path,
+    async ({ env }) => {
+      try {
+        const parsed = parseEnv(env);
+        return { exitCode: 0, stdout: JSON.stringify({ ifname: parsed.ifname }) };
+      } catch (err) {
+        return { exitCode: 1, stdout: JSON.stringify(toCniErrorObject(err, '1.0.0')) };
+      }
+    },
+    jsonLogger(() => undefined),
+  );
+  await server.listen();
+  t.after(() => server.close());
+  return server;
+}
+
+describe("podwire-cni relay against the agent's socket server", {
+  skip: HAVE_CC ? false : 'no C compiler (cc) to build relay/',
+}, () => {
+  before(() => {
+    const make = spawnSync('make', ['-C', join(ROOT, 'relay')], { encoding: 'utf8' });
+    assert.equal(make.status, 0, `make -C relay failed:\n${make.stdout}${make.stderr}`);
+  });
+
+  // The agent refuses a request over MAX_REQUEST (1 MiB + 64 KiB) with code 6. Each side's fix alone
+  // makes this pass: the relay reading the answer after EPIPE/ECONNRESET on send (podwire-cni.c,
+  // `send_err`), and the agent reading the refused request to its end instead of destroying the
+  // connection (cni-server.ts, no `sock.destroy()` after the refusal). With neither (the old code),
+  // nearly every run reported 11 ("Broken pipe" or "Connection reset by peer").
+  test("an environment over the agent's limit: the agent's code 6 on every run, never 11", async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    await startCniServer(t, sock);
+    const pads = Object.fromEntries(
+      Array.from({ length: 10 }, (_, i) => [`CNI_PAD${i}`, 'a'.repeat(100_000)]),
+    );
+    const stdin = config(sock, { pad: 'x'.repeat(STDIN_MAX - 4096) });
+    const codes: number[] = [];
+    for (let i = 0; i < 10; i++) codes.push(parseError(await runRelay({ ...CNI_ENV, ...pads }, stdin)).code);
+    assert.deepEqual(codes, Array(10).fill(6));
+  });
+});
+
+describe("the agent's socket server", () => {
+  // Depends on the agent reading a refused request to its end (cni-server.ts: after the refusal the
+  // 'data' handler drops chunks, and nothing destroys the connection). The old code destroyed it once
+  // the answer was out, and a sender still writing got EPIPE or ECONNRESET.
+  test('an oversized request sent whole and half-closed: answered with code 6, the send never fails', async (t) => {
+    const path = join(tempDir(t), 'agent.sock');
+    await startCniServer(t, path);
+    const frame = Buffer.concat([
+      Buffer.from([0, 0, 0, 16]),
+      Buffer.from('CNI_COMMAND=ADD\0'),
+      Buffer.alloc(4 << 20),
+    ]);
+    const { bytes, error } = await new Promise<{ bytes: Buffer; error: Error | undefined }>((resolve) => {
+      const sock = connect({ path, allowHalfOpen: true });
+      const got: Buffer[] = [];
+      let error: Error | undefined;
+      sock.on('data', (d: Buffer) => got.push(d));
+      sock.on('error', (err) => {
+        error = err;
+      });
+      sock.on('close', () => resolve({ bytes: Buffer.concat(got), error }));
+      sock.end(frame);
+    });
+    assert.equal(error, undefined);
+    assert.equal(bytes[0], 1);
+    const err = JSON.parse(bytes.subarray(1).toString()) as { code: number; msg: string };
+    assert.equal(err.code, 6);
+    assert.match(err.msg, /request larger than/);
+  });
 });

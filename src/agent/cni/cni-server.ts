@@ -107,9 +107,13 @@ export class CniServer {
     let size = 0;
     const deadline = setTimeout(() => sock.destroy(), REQUEST_READ_TIMEOUT_MS);
     sock.on('data', (chunk: Buffer) => {
-      if (size > MAX_REQUEST) return; // refused already; the connection is closing
+      if (size > MAX_REQUEST) return; // refused already: the rest is read and dropped
       size += chunk.length;
       if (size > MAX_REQUEST) {
+        // The answer goes out and the write side is ended, but the rest of the request is still
+        // read (and dropped) until the sender's EOF or the deadline above. Closing with it unread
+        // would hit the relay with EPIPE or ECONNRESET while it is still sending, and an older relay
+        // then reports 11 ("try again later") instead of this answer.
         this.#reply(sock, {
           exitCode: 1,
           stdout: JSON.stringify({
@@ -118,9 +122,7 @@ export class CniServer {
             msg: `request larger than ${MAX_REQUEST} bytes`,
           }),
         });
-        // Nothing more is read: the answer out, the connection goes, however long the sender goes on.
         chunks.length = 0;
-        sock.once('finish', () => sock.destroy());
         return;
       }
       chunks.push(chunk);
