@@ -12,8 +12,9 @@ import { dirname, join } from 'node:path';
 import { before, describe, type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { CniServer } from '../../src/agent/cni/cni-server.js';
+import { CniServer, decodeRequest } from '../../src/agent/cni/cni-server.js';
 import { jsonLogger } from '../../src/agent/log.js';
+import { PodwireError } from '../../src/base/errors.js';
 import { parseEnv } from '../../src/cni/env.js';
 import { toCniErrorObject } from '../../src/cni/errors.js';
 
@@ -111,15 +112,23 @@ interface RelayRun {
   stderr: string;
 }
 
-/** Runs the relay with exactly `env` as its environment and `stdin` as its input, in `opts.cwd`. */
+/**
+ * Runs the relay with exactly `env` as its environment and `stdin` as its input. `raw` adds variables
+ * whose values are bytes, not text (invalid UTF-8 cannot go through a JS string): a shell exports
+ * them with printf and then execs the relay.
+ */
 function runRelay(
   env: Record<string, string>,
   stdin: Buffer | string,
   relay = RELAY,
-  opts: { cwd?: string } = {},
+  opts: { cwd?: string; raw?: Record<string, Buffer> } = {},
 ): Promise<RelayRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(relay, [], { env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const raw = Object.entries(opts.raw ?? {});
+    const octal = (b: Buffer) => [...b].map((c) => `\\${c.toString(8).padStart(3, '0')}`).join('');
+    const script = `${raw.map(([k, v]) => `export ${k}="$(printf '${octal(v)}')"; `).join('')}exec "$0"`;
+    const [file, args] = raw.length > 0 ? ['/bin/sh', ['-c', script, relay]] : [relay, []];
+    const child = spawn(file, args, { env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => out.push(c));
@@ -520,6 +529,28 @@ describe("podwire-cni relay against the agent's socket server", {
     for (let i = 0; i < 10; i++) codes.push(parseError(await runRelay({ ...CNI_ENV, ...pads }, stdin)).code);
     assert.deepEqual(codes, Array(10).fill(6));
   });
+
+  // Depends on decodeRequest's strict decoding (cni-server.ts, `isUtf8(value)`): the old code decoded
+  // leniently, and eth\xff became the valid interface name "eth\u{fffd}" (exit 0).
+  test('CNI_IFNAME that is not UTF-8: code 4 naming CNI_IFNAME', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    await startCniServer(t, sock);
+    const { CNI_IFNAME: _, ...env } = CNI_ENV;
+    const run = await runRelay(env, config(sock), RELAY, {
+      raw: { CNI_IFNAME: Buffer.from([0x65, 0x74, 0x68, 0xff]) },
+    });
+    const err = parseError(run);
+    assert.equal(err.code, 4);
+    assert.match(err.msg, /^CNI_IFNAME: not valid UTF-8/);
+  });
+
+  test('the same relay call with a valid CNI_IFNAME is served', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    await startCniServer(t, sock);
+    const run = await runRelay(CNI_ENV, config(sock), RELAY, { raw: { CNI_IFNAME: Buffer.from('eth0') } });
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout.toString()), { ifname: 'eth0' });
+  });
 });
 
 describe("the agent's socket server", () => {
@@ -550,5 +581,28 @@ describe("the agent's socket server", () => {
     const err = JSON.parse(bytes.subarray(1).toString()) as { code: number; msg: string };
     assert.equal(err.code, 6);
     assert.match(err.msg, /request larger than/);
+  });
+
+  // Depends on decodeRequest's strict decoding (cni-server.ts, `isUtf8`).
+  test('decodeRequest: an entry that is not UTF-8 is ERR_INVALID_ENV naming it; valid text is kept as sent', () => {
+    const frame = (env: Buffer) => {
+      const head = Buffer.alloc(4);
+      head.writeUInt32BE(env.length);
+      return Buffer.concat([head, env, Buffer.from('{}')]);
+    };
+    const invalid = (env: Buffer, msg: RegExp) =>
+      assert.throws(
+        () => decodeRequest(frame(env)),
+        (err: unknown) =>
+          err instanceof PodwireError && err.code === 'ERR_INVALID_ENV' && msg.test(err.message),
+      );
+    invalid(Buffer.from('CNI_IFNAME=eth\xff\0', 'latin1'), /^CNI_IFNAME: not valid UTF-8/);
+    // A surrogate encoded in UTF-8 (CESU-8) and an overlong '/' are not UTF-8 either.
+    invalid(Buffer.from('CNI_NETNS=/x\xed\xa0\x80\0', 'latin1'), /^CNI_NETNS: not valid UTF-8/);
+    invalid(Buffer.from('CNI_NETNS=\xc0\xaf\0', 'latin1'), /^CNI_NETNS: not valid UTF-8/);
+    invalid(Buffer.from('CNI_\xff=x\0', 'latin1'), /name is not valid UTF-8/);
+    // A leading byte-order mark is part of the value (a decoder that drops it would change the value).
+    const kept = decodeRequest(frame(Buffer.from('CNI_ARGS=\ufeffK=v\0CNI_UTF8=h\u00e9llo\0')));
+    assert.deepEqual(kept.env, { CNI_ARGS: '\ufeffK=v', CNI_UTF8: 'h\u00e9llo' });
   });
 });
