@@ -9,9 +9,10 @@
  *   response  one byte, the exit status; then the bytes to print on stdout verbatim, up to EOF.
  *
  * The relay answers by itself only when it cannot get an answer: a CNI error object on stdout and
- * exit status 1. Code 11 ("try again later") when the agent is unreachable, closes without an answer
- * or times out; 7 for a config it cannot relay (too large, bad "socket"); 6 for a config that is not
- * JSON; 5 for local I/O failures; 100 for an answer that breaks the protocol.
+ * exit status 1. Code 11 ("try again later") when the agent is unreachable, times out or is not root
+ * at the socket (50 for STATUS, decision 4), or closes without an answer; 7 for a config it cannot
+ * relay (too large, bad "socket"); 6 for a config that is not JSON; 5 for local I/O failures; 100 for
+ * an answer that breaks the protocol.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -397,6 +398,8 @@ static int scan_member(struct scanner *sc, const struct field *key)
 		config.socket_err = "network config field \"socket\": \\u escapes are not supported";
 	else if (value.len == 0)
 		config.socket_err = "network config field \"socket\" is empty";
+	else if (value.buf[0] != '/') /* relative: it would resolve against the runtime's cwd */
+		config.socket_err = "network config field \"socket\" must be an absolute path";
 	else if (value.overflow || value.len > SUN_PATH_MAX)
 		config.socket_err = "network config field \"socket\" is longer than a unix socket path (107 bytes)";
 	config.socket = value;
@@ -514,10 +517,15 @@ static const char *agent_path(void)
  * The agent could not give an answer: code 11, so the runtime retries. STATUS asks precisely whether
  * ADD can be served, and the spec's answer for "no" is 50 (plugin not available).
  */
-__attribute__((noreturn)) static void unreachable(int err)
+static int agent_down_code(void)
 {
 	const char *cmd = getenv("CNI_COMMAND");
-	int code = (cmd && strcmp(cmd, "STATUS") == 0) ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN;
+	return (cmd && strcmp(cmd, "STATUS") == 0) ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN;
+}
+
+__attribute__((noreturn)) static void unreachable(int err)
+{
+	int code = agent_down_code();
 	if (err == EAGAIN || err == EWOULDBLOCK) /* SO_RCVTIMEO or SO_SNDTIMEO expired */
 		fail(code, "podwire agent unreachable at %s: no progress within %d s", agent_path(), AGENT_TIMEOUT_S);
 	fail(code, "podwire agent unreachable at %s: %s", agent_path(), strerror(err));
@@ -545,6 +553,21 @@ static int connect_agent(void)
 			break;
 		unreachable(errno);
 	}
+	/*
+	 * Only root's listener is the agent. The relay runs as root and sends the pod's CNI_* variables;
+	 * whatever answers ADD becomes the pod's network result. A socket path in a directory others can
+	 * write to may have any user's listener behind it: refuse it before a byte is sent. Same code as
+	 * an agent that is not there (11, 50 for STATUS): the agent, when it starts, replaces the socket
+	 * file (src/agent/unix-listen.ts), and then a retry reaches it.
+	 */
+	struct ucred peer;
+	socklen_t peer_len = sizeof(peer);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0)
+		fail(CNI_ERR_IO, "cannot read the credentials of the listener at %s: %s", path, strerror(errno));
+	if (peer.uid != 0)
+		fail(agent_down_code(),
+		     "podwire agent unreachable at %s: the listener there runs as uid %u, not root; nothing sent",
+		     path, (unsigned)peer.uid);
 	return fd;
 }
 
@@ -612,10 +635,18 @@ int main(void)
 	size_t head_len;
 	unsigned char *head = build_env_block(&head_len);
 	int fd = connect_agent();
+	/*
+	 * EPIPE or ECONNRESET while sending: the agent stopped reading, and may have answered first (a
+	 * request over its size limit: it answers with code 6 then closes). Read what it left; only
+	 * without an answer is the send error the result.
+	 */
+	int send_err = 0;
 	if (write_all(fd, head, head_len) < 0 || write_all(fd, stdin_buf, config_len) < 0)
-		unreachable(errno);
+		send_err = errno;
+	if (send_err && send_err != EPIPE && send_err != ECONNRESET)
+		unreachable(send_err);
 	free(head);
-	if (shutdown(fd, SHUT_WR) < 0)
+	if (!send_err && shutdown(fd, SHUT_WR) < 0)
 		unreachable(errno);
 
 	/* Buffer the whole answer: if the agent fails halfway, stdout still gets one clean error object. */
@@ -638,13 +669,19 @@ int main(void)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			unreachable(errno);
+			/* A unix socket reports the reset only once every byte sent before it was read: what
+			 * came is all the agent wrote, as at EOF. */
+			if (errno == ECONNRESET && len > 0)
+				break;
+			unreachable(send_err && errno == ECONNRESET ? send_err : errno);
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
 	close(fd);
+	if (len == 0 && send_err)
+		unreachable(send_err);
 	if (len == 0)
 		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: connection closed without an answer",
 		     agent_path());

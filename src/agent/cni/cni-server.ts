@@ -3,10 +3,12 @@
  *   request:  u32 big-endian N, N bytes of "KEY=VALUE\0" (the CNI_* environment), then stdin until EOF
  *   response: one byte (the relay's exit code), then the bytes to print on stdout, then EOF
  */
+import { isUtf8 } from 'node:buffer';
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { DecodeError } from '../../base/errors.js';
+import { DecodeError, InvalidEnvError } from '../../base/errors.js';
 import { toCniErrorObject } from '../../cni/errors.js';
+import { quote } from '../../cni/names.js';
 import { LATEST_VERSION } from '../../cni/versions.js';
 import type { Logger } from '../log.js';
 import { listenUnix } from '../unix-listen.js';
@@ -38,20 +40,38 @@ export interface RelayRequest {
   stdin: Buffer;
 }
 
-/** Decodes one request frame; throws ERR_DECODE on a malformed one. */
+/**
+ * Decodes one request frame; throws ERR_DECODE on a malformed one, and ERR_INVALID_ENV (code 4, naming
+ * the variable) on an entry that is not UTF-8: decoded leniently, `CNI_IFNAME=eth\xff` would become
+ * another name (`eth\u{fffd}`) and be acted on.
+ */
 export function decodeRequest(frame: Buffer): RelayRequest {
   if (frame.length < 4) throw new DecodeError('relay request shorter than its header');
   const n = frame.readUInt32BE(0);
   if (n > frame.length - 4) throw new DecodeError('relay request environment block truncated');
   const env: Record<string, string> = {};
-  for (const entry of frame
-    .subarray(4, 4 + n)
-    .toString('utf8')
-    .split('\0')) {
-    if (entry === '') continue;
-    const eq = entry.indexOf('=');
-    if (eq <= 0) throw new DecodeError(`relay request: malformed environment entry ${JSON.stringify(entry)}`);
-    env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  const block = frame.subarray(4, 4 + n);
+  for (let at = 0; at < block.length; ) {
+    const nul = block.indexOf(0, at);
+    const entry = block.subarray(at, nul < 0 ? block.length : nul);
+    at += entry.length + 1;
+    if (entry.length === 0) continue;
+    // '=' (0x3d) never occurs inside a multi-byte UTF-8 sequence, so the split is sound on the bytes.
+    const eq = entry.indexOf(0x3d);
+    if (eq <= 0) {
+      throw new DecodeError(
+        `relay request: malformed environment entry ${JSON.stringify(entry.toString('utf8'))}`,
+      );
+    }
+    const name = entry.subarray(0, eq);
+    const value = entry.subarray(eq + 1);
+    if (!isUtf8(name)) throw new InvalidEnvError(`${quote(name.toString('utf8'))}: name is not valid UTF-8`);
+    if (!isUtf8(value)) {
+      throw new InvalidEnvError(
+        `${name.toString('utf8')}: not valid UTF-8 (${quote(value.toString('utf8'))})`,
+      );
+    }
+    env[name.toString('utf8')] = value.toString('utf8');
   }
   return { env, stdin: frame.subarray(4 + n) };
 }
@@ -107,9 +127,13 @@ export class CniServer {
     let size = 0;
     const deadline = setTimeout(() => sock.destroy(), REQUEST_READ_TIMEOUT_MS);
     sock.on('data', (chunk: Buffer) => {
-      if (size > MAX_REQUEST) return; // refused already; the connection is closing
+      if (size > MAX_REQUEST) return; // refused already: the rest is read and dropped
       size += chunk.length;
       if (size > MAX_REQUEST) {
+        // The answer goes out and the write side is ended, but the rest of the request is still
+        // read (and dropped) until the sender's EOF or the deadline above. Closing with it unread
+        // would hit the relay with EPIPE or ECONNRESET while it is still sending, and an older relay
+        // then reports 11 ("try again later") instead of this answer.
         this.#reply(sock, {
           exitCode: 1,
           stdout: JSON.stringify({
@@ -118,9 +142,7 @@ export class CniServer {
             msg: `request larger than ${MAX_REQUEST} bytes`,
           }),
         });
-        // Nothing more is read: the answer out, the connection goes, however long the sender goes on.
         chunks.length = 0;
-        sock.once('finish', () => sock.destroy());
         return;
       }
       chunks.push(chunk);

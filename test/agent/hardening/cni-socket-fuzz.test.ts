@@ -8,10 +8,12 @@
  * Depends on, in src/agent/cni/cni-server.ts: `REQUEST_READ_TIMEOUT_MS` as a deadline for the whole
  * request from the connection's accept (`const deadline = setTimeout(...)` in `#serve`). The old code
  * had the socket's inactivity timeout, which a writer trickling a byte every 500 ms never meets: the
- * slow-writer test fails on it (held until it was done, ~20 s). The refusal of an oversized request
- * now stops reading and closes once the answer is out (`sock.once('finish', ...)`); the old code got
- * there by accident (its second answer, written after `end`, errored and destroyed the socket), so
- * that test passes on both and guards the behaviour. The others passed on the old code too.
+ * slow-writer test fails on it (held until it was done, ~20 s). An oversized request is answered as
+ * soon as it passes the limit; the agent then ends its side and reads on, dropping the rest, until the
+ * sender's EOF or the same deadline (the `if (size > MAX_REQUEST) return` in the 'data' handler, and
+ * no destroy after the answer: closing with the request unread made the relay fail its send with
+ * EPIPE and report 11 instead; see test/relay/relay.test.ts): that test fails on the old code, which
+ * closed right after its answer. The others passed on the old code too.
  */
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
@@ -27,6 +29,8 @@ interface Answer {
   /** How the connection ended: the agent's end, or the test's deadline. */
   ended: 'closed' | 'timeout';
   ms: number;
+  /** When the first answer byte arrived (undefined: none did). */
+  firstMs: number | undefined;
 }
 
 /**
@@ -45,15 +49,19 @@ function exchange(
     const sock = connect({ path, allowHalfOpen: halfOpen });
     const got: Buffer[] = [];
     let done = false;
+    let firstMs: number | undefined;
     const finish = (ended: Answer['ended']) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       sock.destroy();
-      resolve({ bytes: Buffer.concat(got), ended, ms: performance.now() - started });
+      resolve({ bytes: Buffer.concat(got), ended, ms: performance.now() - started, firstMs });
     };
     const timer = setTimeout(() => finish('timeout'), timeoutMs);
-    sock.on('data', (d: Buffer) => got.push(d));
+    sock.on('data', (d: Buffer) => {
+      firstMs ??= performance.now() - started;
+      got.push(d);
+    });
     sock.on('error', () => finish('closed')); // EPIPE / ECONNRESET: the agent closed it
     sock.on('close', () => finish('closed'));
     sock.on('connect', async () => {
@@ -125,15 +133,28 @@ describe('the CNI socket under malformed and hostile clients', () => {
     await fdsBack('after truncated frames');
   });
 
-  test('an oversized request is refused and its connection closed, though the sender goes on', async () => {
-    // 10 MiB in 64 KiB writes, and the sender never stops by itself (no half-close): the agent must
-    // answer and close rather than read on.
+  test('an oversized request is refused at once and its connection closed at the deadline, though the sender goes on', async () => {
+    // 64 KiB writes every 20 ms for ~9 s, never half-closed: the agent answers once the limit is
+    // passed, reads on and drops the rest, and closes at the read deadline (the next write fails).
     const chunk = Buffer.alloc(64 << 10, 0x41);
-    const chunks = [u32(16), Buffer.from('CNI_COMMAND=ADD\0'), ...Array.from({ length: 160 }, () => chunk)];
+    const chunks = [u32(16), Buffer.from('CNI_COMMAND=ADD\0'), ...Array.from({ length: 450 }, () => chunk)];
     const logsBefore = node.logs.length;
-    const a = await exchange(node.socket, chunks, { end: false, gapMs: 20, timeoutMs: 4000, halfOpen: true });
+    const a = await exchange(node.socket, chunks, {
+      end: false,
+      gapMs: 20,
+      timeoutMs: REQUEST_READ_TIMEOUT_MS + 4000,
+      halfOpen: true,
+    });
     assertCniError(a, 'oversized');
-    assert.ok(a.ms < 3000, `closed after ${Math.round(a.ms)} ms`);
+    assert.ok(
+      a.firstMs !== undefined && a.firstMs < 2000,
+      `answered after ${Math.round(a.firstMs ?? -1)} ms`,
+    );
+    // Not before: the old code closed right after its answer (~0.4 s), the sender's writes failing.
+    assert.ok(
+      a.ms > REQUEST_READ_TIMEOUT_MS - 500 && a.ms < REQUEST_READ_TIMEOUT_MS + 2000,
+      `closed after ${Math.round(a.ms)} ms`,
+    );
     const errors = node.logs
       .slice(logsBefore)
       .split('\n')
