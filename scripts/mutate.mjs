@@ -236,6 +236,12 @@ const MUTATIONS = [
     tests: ['test/agent/cluster-lease-check.test.js'],
   },
   {
+    id: 'cni-env-strict-utf8',
+    what: 'CNI: an invalid UTF-8 byte in a CNI_* value silently rewritten (another interface name)',
+    edits: [['src/agent/cni/cni-server.js', 'if (!isUtf8(value)) {', 'if (false) {']],
+    tests: ['test/relay/relay.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
