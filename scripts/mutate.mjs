@@ -242,6 +242,20 @@ const MUTATIONS = [
     tests: ['test/relay/relay.test.js'],
   },
   {
+    id: 'lb-no-linklocal-learn',
+    what: "Linux bridge: learns the source of link-local frames (a pod takes any MAC's forwarding entry)",
+    edits: [
+      ['src/datapath/linux-bridge/bridge-datapath.js', 'nl.setBridgeNoLinklocalLearn(link.index);', ''],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'host-veth-takes-nothing',
+    what: "Host veths' own IP stack open (the node takes a pod's packets from any source through it)",
+    edits: [['src/agent/cni/cmd-add.js', 'hostVethTakesNothing(hostName);', '']],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/datapath/spoofing-ovs.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],

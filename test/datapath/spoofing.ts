@@ -433,6 +433,65 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       await counted('ARP_SPOOF_GUARD', before, 1);
     });
 
+    // Linux bridge: depends on `setBridgeNoLinklocalLearn` in src/datapath/linux-bridge/bridge-datapath.ts
+    // (the bridge learns a link-local frame's source outside every nftables hook). OVS forwards on
+    // fixed addresses (pipeline.ts, table 50), so there the test is a regression check.
+    test("a link-local frame (01:80:c2:00:00:0e) with another pod's MAC does not take that pod's traffic", async () => {
+      await ping(third.ns, neighbour.v4);
+      const fdb = async () =>
+        datapath === 'linux-bridge'
+          ? (await must('ip', ['netns', 'exec', node.nodeNs, 'bridge', 'fdb', 'show', 'br', 'podwire0']))
+              .split('\n')
+              .find((l) => l.startsWith(`${neighbour.mac} `))
+          : undefined;
+      const before = await fdb();
+      await scapy.send(
+        `Ether(src='${neighbour.mac}', dst='01:80:c2:00:00:0e', type=0x88cc)/Raw(b'\\x00'*46)`,
+        3,
+      );
+      await sleep(200);
+      assert.equal(await fdb(), before, "the bridge's forwarding entry for the neighbour's MAC");
+      for (let i = 0; i < 3; i++) await ping(third.ns, neighbour.v4);
+    });
+
+    // Depends on src/agent/cni/host-veth-sysctls.ts (rp_filter=1 and disable_ipv6=1 on the host veth):
+    // the Linux bridge hands a link-local frame up to the host veth itself, and OVS's userspace
+    // datapath leaves the node's kernel every frame of the veth, so the node's own stack would take
+    // it from there, from any source.
+    test("IP from another pod's address, handed to the host veth, never reaches the node's sockets", async () => {
+      const listen = (ip: string) =>
+        run('ip', [
+          'netns',
+          'exec',
+          node.nodeNs,
+          '/usr/bin/python3',
+          '-c',
+          `import socket,sys
+s=socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 9999)); s.settimeout(2.5)
+try:
+    d, a = s.recvfrom(100); print(a[0])
+except socket.timeout:
+    pass`,
+          ip,
+        ]);
+      const got = [listen(GW4), listen(GW6)];
+      await sleep(500);
+      for (const dst of ['01:80:c2:00:00:0e', BCAST]) {
+        await scapy.send(
+          `Ether(src='${attacker.mac}', dst='${dst}')/IP(src='${neighbour.v4}', dst='${GW4}')/UDP(sport=1234, dport=9999)/Raw(b'x')`,
+          2,
+        );
+        await scapy.send(
+          `Ether(src='${attacker.mac}', dst='${dst}')/IPv6(src='${neighbour.v6}', dst='${GW6}')/UDP(sport=1234, dport=9999)/Raw(b'x')`,
+          2,
+        );
+      }
+      const [v4, v6] = await Promise.all(got);
+      assert.equal(v4?.stdout.trim(), '', `the node received a forged IPv4 packet from ${v4?.stdout.trim()}`);
+      assert.equal(v6?.stdout.trim(), '', `the node received a forged IPv6 packet from ${v6?.stdout.trim()}`);
+    });
+
     test('legitimate traffic is unchanged: ARP, IPv4 and IPv6 between pods, to the gateway, DAD', async () => {
       await ping(attacker.ns, third.v4);
       await ping(attacker.ns, third.v6);

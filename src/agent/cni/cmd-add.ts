@@ -11,11 +11,11 @@ import { EthtoolSocket } from '../../kernel/ethtool.js';
 import { KernelError } from '../../kernel/libc.js';
 import { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { inNetns, openPodNetns } from '../../kernel/netns.js';
-import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
 import { attachmentKey, hostVethAlias, hostVethName } from './host-veth.js';
+import { hostVethTakesNothing } from './host-veth-sysctls.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podRoutes, type RouteConf } from './pod-routes.js';
 import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
@@ -75,9 +75,8 @@ export async function cmdAdd(
     // The network's name on the host veth: GC of a network judges a veth without a claim by it.
     const alias = hostVethAlias(att.network);
     if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
-    // A host veth must never configure itself from a router advertisement a pod sends; only where
-    // IPv6 is in use (a node booted with ipv6.disable=1 has no /proc/sys/net/ipv6).
-    if (allocations.some((a) => a.family === 6)) writeSysctl(ifaceSysctl(6, hostName, 'accept_ra'), '0');
+    // Before it comes up: what the pod sends reaches the node only through the datapath.
+    hostVethTakesNothing(hostName);
     t.mark('veth');
 
     podIgnoresRouterAdvertisements(podNs, home, att.ifname);

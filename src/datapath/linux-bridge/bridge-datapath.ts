@@ -77,6 +77,10 @@ export class BridgeDatapath implements Datapath {
       throw new DatapathError(`${bridge} exists and is a ${link.kind ?? 'non-bridge'} link`);
     }
     if (!link) link = nl.addBridge({ name: bridge, mtu, mac: randomLocalMac() });
+    // The pod guards see a frame before the bridge learns its source MAC, except a link-local one
+    // (01:80:c2:00:00:02-0f), learned where the bridge passes it up: a pod could otherwise move any
+    // MAC's forwarding entry (another pod's, the gateway's, the underlay router's) to its own port.
+    nl.setBridgeNoLinklocalLearn(link.index);
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
     await this.#guardArp(link.mac ?? '', []);
     await this.#startPodGuards();

@@ -9,9 +9,11 @@ import { concatBytes, dataView, HOST_LITTLE_ENDIAN } from './codec.js';
 import { encodeLinkBody, ifInfoMsg } from './link-message.js';
 import type { NetlinkSocket } from './socket.js';
 import {
+  BR_BOOLOPT_NO_LL_LEARN,
   BRIDGE_FLAGS_SELF,
   BRIDGE_VLAN_INFO_PVID,
   BRIDGE_VLAN_INFO_UNTAGGED,
+  IFLA_BR_MULTI_BOOLOPT,
   IFLA_BR_VLAN_FILTERING,
   IFLA_BRIDGE_FLAGS,
   IFLA_BRIDGE_VLAN_INFO,
@@ -77,6 +79,23 @@ function vlanSpec(vid: number, o: BridgeVlanOptions): RtAttr[] {
 export function setVlanFiltering(sock: NetlinkSocket, index: number, on: boolean): void {
   const data = [{ type: IFLA_BR_VLAN_FILTERING, value: u8.encode(on ? 1 : 0) }];
   // RTM_NEWLINK without NLM_F_CREATE changes an existing link, including its kind's own attributes.
+  sock.request(
+    R.RTM_NEWLINK,
+    0,
+    encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs: { linkinfo: { kind: 'bridge', data } } }),
+  );
+}
+
+/**
+ * Equivalent to: `ip link set dev INDEX type bridge no_linklocal_learn 1`. The bridge learns the
+ * source MAC of a link-local frame (01:80:c2:00:00:02-0f) where it passes it up, outside every
+ * nftables hook; without this a port could move any MAC's forwarding entry to itself.
+ */
+export function setNoLinklocalLearn(sock: NetlinkSocket, index: number): void {
+  const multi = new Uint8Array(8);
+  dataView(multi).setUint32(0, 1 << BR_BOOLOPT_NO_LL_LEARN, HOST_LITTLE_ENDIAN);
+  dataView(multi).setUint32(4, 1 << BR_BOOLOPT_NO_LL_LEARN, HOST_LITTLE_ENDIAN);
+  const data = [{ type: IFLA_BR_MULTI_BOOLOPT, value: multi }];
   sock.request(
     R.RTM_NEWLINK,
     0,

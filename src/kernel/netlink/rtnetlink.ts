@@ -247,6 +247,11 @@ export class Rtnetlink implements Disposable {
     BridgeVlanOps.setVlanFiltering(this.#sock, index, on);
   }
 
+  /** Equivalent to: `ip link set dev INDEX type bridge no_linklocal_learn 1` (see bridge-vlan.ts). */
+  setBridgeNoLinklocalLearn(index: number): void {
+    BridgeVlanOps.setNoLinklocalLearn(this.#sock, index);
+  }
+
   /** Equivalent to: `bridge vlan add dev INDEX vid VID [pvid] [untagged] [self]`. */
   addBridgeVlan(index: number, vid: number, options?: BridgeVlanOptions): void {
     BridgeVlanOps.addVlan(this.#sock, index, vid, options);
