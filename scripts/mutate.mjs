@@ -256,6 +256,18 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'ovs-nd-ns-no-sll-any-source',
+    what: "OVS: an NS without a readable SLL passes from any source, not only from :: (a duplicated SLL rewrites the receivers' entry)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        'ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=',
+        'icmp_type=135,icmp_code=0,nd_sll=',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],

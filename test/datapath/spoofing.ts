@@ -384,6 +384,131 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       await counted('ND_GUARD', before, 6);
     });
 
+    // The security review's NS: the victim's MAC as a first source link-layer option, the pod's own as a
+    // second. Linux takes the first of duplicated options; OVS reads duplicates as invalid and clears
+    // nd_sll (and nd_target, nd_tll), as if there were no option.
+    // Linux bridge: ns_guard's `@th,192,16 0x0101 meta iifname . @th,208,48 @pod_ns_sll return` (the
+    // first option must be the pod's own SLL). OVS: table 30's NS flow without SLL, which passes only
+    // `ipv6_src=::` (pipeline.ts podFlows, ~line 327:
+    // `icmp6,${port},ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=${ZERO_MAC}`). Before it required
+    // `ipv6_src=::`, the NS passed as "no option" and both entries below became the neighbour's MAC.
+    // The NA half (a duplicated TLL) was dropped on OVS before too: nd_target reads ::, and every NA
+    // flow of table 30 matches the pod's own nd_target (~line 316, `${na},nd_target=${target},...`).
+    test("a neighbour solicitation or advertisement with a duplicated link-layer option (a foreign MAC first) leaves the node's and the other pods' entries alone", async () => {
+      const a = attacker;
+      await ping(third.ns, a.v6);
+      await ping(node.nodeNs, a.v6);
+      assert.equal(await neighMac(third.ns, a.v6, 'eth0'), a.mac);
+      assert.equal(await neighMac(node.nodeNs, a.v6, gwIf), a.mac);
+      const ip6 = (dstMac: string, src: string, dst: string) =>
+        `Ether(src='${a.mac}', dst='${dstMac}')/IPv6(src='${src}', dst='${dst}', hlim=255)`;
+      const sll = (...macs: string[]) => macs.map((m) => `/ICMPv6NDOptSrcLLAddr(lladdr='${m}')`).join('');
+      const ns = (dstMac: string, dst: string, ...macs: string[]) =>
+        `${ip6(dstMac, a.v6, dst)}/ICMPv6ND_NS(tgt='${dst}')${sll(...macs)}`;
+      const before = await drops('ND_GUARD');
+      const seen = {
+        third: await snmp(third.ns, 'Icmp6InNeighborSolicits'),
+        node: await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf),
+      };
+      await scapy.send(ns(third.mac, third.v6, neighbour.mac, a.mac), 3);
+      await scapy.send(ns(gwMac, GW6, neighbour.mac, a.mac), 3);
+      await scapy.send(
+        `${ip6(ALL_NODES_MAC, a.v6, 'ff02::1')}/ICMPv6ND_NA(tgt='${a.v6}', R=0, S=0, O=1)/ICMPv6NDOptDstLLAddr(lladdr='${neighbour.mac}')/ICMPv6NDOptDstLLAddr(lladdr='${a.mac}')`,
+        3,
+      );
+      // Genuine NSs after the forged ones, from the link-local address: they must arrive, and they
+      // touch only the entries for the link-local address, not the ones checked below.
+      await scapy.send(`${ip6(third.mac, a.ll, third.v6)}/ICMPv6ND_NS(tgt='${third.v6}')${sll(a.mac)}`, 1);
+      await scapy.send(`${ip6(gwMac, a.ll, GW6)}/ICMPv6ND_NS(tgt='${GW6}')${sll(a.mac)}`, 1);
+      assert.ok(
+        await eventually(async () => (await snmp(third.ns, 'Icmp6InNeighborSolicits')) > seen.third),
+        'the genuine NS reached the third pod',
+      );
+      assert.ok(
+        await eventually(async () => (await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf)) > seen.node),
+        "the genuine NS reached the node's gateway interface",
+      );
+      await sleep(200);
+      assert.equal(await neighMac(third.ns, a.v6, 'eth0'), a.mac, "the third pod's entry for the attacker");
+      assert.equal(await neighMac(node.nodeNs, a.v6, gwIf), a.mac, "the node's entry for the attacker");
+      await counted('ND_GUARD', before, 9);
+    });
+
+    // What the rule above must keep working. OVS (pipeline.ts podFlows): table 30's
+    // `ipv6_src=::,...,nd_sll=00:00:00:00:00:00` NS flow (~line 327: DAD, from ::, without SLL, with
+    // Linux's nonce option, which OVS skips), its `nd_sll=<own MAC>` NS flow (~line 323: every NS Linux
+    // sends from an address carries it, a unicast NUD probe too) and its NA flows with and without TLL
+    // (~line 316: Linux answers a unicast NS without one). Linux bridge: ns_guard and na_guard. With
+    // the DAD flow gone, the DAD step fails; with the NA flow without TLL gone, the NUD step.
+    test('neighbour discovery between pods still works: resolution, NUD probes, DAD (a duplicate is detected)', async () => {
+      const a = attacker;
+      for (const [ns, peer] of [
+        [a.ns, third],
+        [third.ns, a],
+      ] as const) {
+        await must('ip', ['-n', ns, 'neigh', 'flush', 'dev', 'eth0']);
+        await ping(ns, peer.v6);
+        // The link-local addresses leave DAD about a second after the pods came up.
+        const ll = ['netns', 'exec', ns, 'ping', '-6', '-c', '1', '-W', '1', `${peer.ll}%eth0`];
+        assert.ok(
+          await eventually(async () => (await run('ip', ll)).code === 0, 5000),
+          `link-local ping from ${ns}`,
+        );
+      }
+      await must('ip', ['-n', a.ns, 'neigh', 'flush', 'dev', 'eth0']);
+      await ping(a.ns, GW6);
+      // A NUD probe: third's entry for the attacker goes stale, and the next packet has third send a
+      // unicast NS (with SLL) after delay_first_probe_time; the attacker's answer is an NA without TLL.
+      await must('ip', [
+        'netns',
+        'exec',
+        third.ns,
+        'sysctl',
+        '-qw',
+        'net.ipv6.neigh.eth0.delay_first_probe_time=1',
+      ]);
+      await must('ip', [
+        '-n',
+        third.ns,
+        'neigh',
+        'replace',
+        a.v6,
+        'lladdr',
+        a.mac,
+        'dev',
+        'eth0',
+        'nud',
+        'stale',
+      ]);
+      await ping(third.ns, a.v6);
+      const reachable = async () => {
+        const [e] = await ipJson<Array<{ state?: string[] }>>(third.ns, [
+          'neigh',
+          'show',
+          'to',
+          a.v6,
+          'dev',
+          'eth0',
+        ]);
+        return e?.state?.includes('REACHABLE') ?? false;
+      };
+      assert.ok(await eventually(reachable, 5000), "the NUD probe was answered: third's entry is REACHABLE");
+      // DAD: the attacker tries the third pod's address; its probe (from ::) must reach the third pod,
+      // whose answer marks the attacker's copy dadfailed.
+      const dup = `${third.v6}/64`;
+      await must('ip', ['-n', a.ns, 'addr', 'add', dup, 'dev', 'eth0']);
+      try {
+        const failed = await eventually(async () => {
+          const out = await must('ip', ['-n', a.ns, '-6', 'addr', 'show', 'dev', 'eth0']);
+          return out.includes('dadfailed');
+        }, 5000);
+        assert.ok(failed, "the attacker's DAD probe reached the third pod, which defended its address");
+      } finally {
+        await must('ip', ['-n', a.ns, 'addr', 'del', dup, 'dev', 'eth0']);
+      }
+      await ping(a.ns, third.v6);
+    });
+
     // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop` (with that rule gone, the guard
     // chain's last rule, `counter name CLASSIFIER drop`, still drops a tagged frame: the test fails only
     // when tagged frames are let through). OVS: table 0's vlan_tci drop flow.
