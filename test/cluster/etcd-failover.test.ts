@@ -156,8 +156,9 @@ function routing(s: EtcdServer, localPorts: number[]): ConnectFn {
 }
 
 describe('etcd endpoints: a member that does not answer is left for the next (A)', () => {
-  // Before the fix (etcd-gateway.ts #callOnce: the next endpoint only on connect errors; #preferred
-  // moved only on success) every call, and the probe, went to the hung member and timed out.
+  // Before the fix (etcd-gateway.ts #callOnce, then lines 247-258: the next endpoint only on connect
+  // errors; #preferred moved only on success, line 253) every call and the probe went to the hung
+  // member and timed out.
   test('a hung first member: the open, reads, writes and the watch go to the healthy one', async () => {
     const s = await server();
     const hung = await hungMember();
@@ -176,7 +177,7 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
       const log = new EventLog(store);
       const t0 = Date.now();
       for (let i = 0; i < 10; i++) assert.deepEqual((await store.listNodes()).nodes, []);
-      assert.ok(await store.putNode(rec('n1', 1), 'absent'));
+      assert.equal((await store.putNode(rec('n1', 1), 'absent')).ok, true);
       await log.waitFor((e) => e.some((x) => x.node.name === 'n1'), 3000);
       // Later calls start at the member that answered: none of them waits for the hung one.
       assert.ok(Date.now() - t0 < 2000, `10 lists, a put and the watch took ${Date.now() - t0} ms`);
@@ -190,8 +191,9 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
   });
 
   test('a write that timed out is not sent again elsewhere; the next call goes to the next member', async () => {
-    // Depends on etcd-gateway.ts #callOnce: a write is retried only when no byte of it left (the
-    // hung member took the connection, so this txn may have committed there), and #preferred moves on.
+    // Depends on etcd-gateway.ts #callOnce (line 313: a write goes on only when no connection was
+    // made; the hung member took it, so this txn may have committed there) and #failed (line 325:
+    // #preferred moves on). Before the fix the second write went to the hung member too.
     const s = await server();
     const hung = await hungMember();
     const prefix = freshPrefix();
@@ -223,7 +225,8 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
   });
 
   test('a member answering "no leader" (503, gRPC 14): reads go on to the next member, writes do not', async () => {
-    // Depends on etcd-gateway.ts #callOnce: an unavailable answer moves #preferred and retries reads.
+    // Depends on etcd-gateway.ts #callOnce (lines 306-313): an unavailable answer is a failure of the
+    // endpoint (#failed) and a read goes on. Before the fix the read failed with the 503.
     const s = await server();
     const prefix = freshPrefix();
     const noLeader = await leaderlessMember();
@@ -250,8 +253,10 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
   });
 
   test('the watch leaves a member that goes silent under it, without a gap and without a health flip', async () => {
-    // Depends on etcd-gateway.ts stream(): it opened on #preferred only, and a failed call on its
-    // member did not end it; before the fix the watch stayed on the frozen member for good.
+    // Depends on etcd-gateway.ts #failed (line 331: a failed call ends the streams on its endpoint),
+    // stream() (line 342: opens from #preferred) and etcd-watch.ts line 191 (a failover does not mark
+    // the store down). Before the fix (stream() opened on #preferred, then line 269, which the probe
+    // never moved) the watch stayed on the frozen member for good.
     const s = await server();
     const relay = await relayTo(s);
     const prefix = freshPrefix();
@@ -304,9 +309,10 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
 
 describe('etcd gateway: signals (B)', () => {
   test('a long-lived caller signal gains nothing per request; no signal is combined per request', async () => {
-    // Depends on etcd-gateway.ts #request: it combined the store-lifetime #destroyed signal and the
-    // caller's into AbortSignal.any per request, and on Node 20 each combined signal stays referenced
-    // by the long-lived ones (nodejs/node#55351): ~120 B per request, forever.
+    // Depends on etcd-gateway.ts #begin/#end (lines 442-464: one listener per caller signal, removed
+    // with its last request). Before the fix #request (then lines 338-342) combined the store-lifetime
+    // #destroyed signal and the caller's into AbortSignal.any per request, and on Node 20 each combined
+    // signal stays referenced by the long-lived ones (nodejs/node#55351): ~120 B per request, forever.
     const srv = http.createServer((req, res) => {
       req.resume();
       req.on('end', () => res.end('{"header":{"revision":"1"}}'));
@@ -363,8 +369,10 @@ describe('etcd gateway: signals (B)', () => {
 
 describe('etcd gateway: an answer that stalls after its headers (C)', () => {
   test('is a timeout: ERR_STORE, and the store is marked unhealthy', async () => {
-    // Depends on etcd-gateway.ts readAll: it rejected with Error('response aborted'), which
-    // EtcdStore.#op (etcd-store.ts) passed on as it was: no ERR_STORE, health untouched.
+    // Depends on etcd-gateway.ts readAll (line 560) and ended() (line 591: a timeout once the headers
+    // came is "answer not complete", unreachable). Before the fix readAll (then lines 380-387)
+    // rejected with Error('response aborted'), which EtcdStore.#op (etcd-store.ts line 249) passed on
+    // as it was: no ERR_STORE, health untouched.
     const probeKey = b64('/pwt/stall/probe');
     const srv = http.createServer((req, res) => {
       let body = '';
