@@ -130,23 +130,31 @@ function leaderlessMember(): Promise<{
 /**
  * A relay in front of the test etcd that can be frozen: from `freeze()` on, it passes nothing either
  * way and takes new connections without answering, its connections staying open (a member paused
- * mid-watch).
+ * mid-watch). `watches()` counts the open connections that carry a watch.
  */
-async function relayTo(s: EtcdServer): Promise<Loopback & { freeze(): void }> {
+async function relayTo(s: EtcdServer): Promise<Loopback & { freeze(): void; watches(): number }> {
   let frozen = false;
+  const watches = new Set<Socket>();
   const relay = await Loopback.listen((client) => {
     if (frozen) return;
     const up = s.connect({ host: s.host, port: s.clientPort });
     relay.track(up);
+    client.once('data', (d: Buffer) => {
+      if (d.toString('latin1').startsWith('POST /v3/watch ')) watches.add(client);
+    });
     client.on('data', (d: Buffer) => frozen || up.write(d));
     up.on('data', (d: Buffer) => frozen || client.write(d));
-    client.on('close', () => up.destroy());
+    client.on('close', () => {
+      watches.delete(client);
+      up.destroy();
+    });
     up.on('close', () => client.destroy());
   });
   return Object.assign(relay, {
     freeze: () => {
       frozen = true;
     },
+    watches: () => watches.size,
   });
 }
 
@@ -282,6 +290,7 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
       await writer.putNode(rec('n1', 1), 'absent');
       await log.waitFor((e) => e.length === 1, 3000);
       const healthAt = watcher.health().since.getTime();
+      assert.equal(relay.watches(), 1, 'the watch runs through the member about to go silent');
       relay.freeze();
       const watchingSince = Date.now();
       await writer.putNode(rec('n2', 2), 'absent');
@@ -293,6 +302,7 @@ describe('etcd endpoints: a member that does not answer is left for the next (A)
         ['put n1', 'put n2', 'put n3'],
       );
       assert.ok(Date.now() - watchingSince < 3000);
+      assert.equal(relay.watches(), 0, 'the silent stream was closed');
       assert.equal(
         watcher.health().since.getTime(),
         healthAt,
