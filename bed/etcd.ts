@@ -20,7 +20,7 @@
  * certificate and, once auth is on, the root user.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { Socket } from 'node:net';
@@ -72,6 +72,18 @@ function alive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether every thread of `pid` is stopped (state T in /proc/PID/task/TID/stat); false once it is gone. */
+function allStopped(pid: number): boolean {
+  try {
+    return readdirSync(`/proc/${pid}/task`).every((tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T';
+    });
+  } catch {
+    return false;
   }
 }
 
@@ -280,9 +292,20 @@ export class EtcdServer {
     if (this.#child === child) this.#child = undefined;
   }
 
-  /** SIGSTOP: etcd keeps its sockets open but answers nothing, like a hung or partitioned server. */
+  /**
+   * SIGSTOP: etcd keeps its sockets open but answers nothing, like a hung or partitioned server.
+   * Returns once every thread of etcd is stopped: a thread takes a moment to reach the stop (one in a
+   * system call finishes it first), and on a busy machine etcd was seen to answer a request sent right
+   * after the signal (2 in 200).
+   */
   pause(): void {
-    this.#child?.kill('SIGSTOP');
+    const child = this.#child;
+    if (child?.pid === undefined) return;
+    child.kill('SIGSTOP');
+    const deadline = Date.now() + 2000;
+    while (!allStopped(child.pid)) {
+      if (Date.now() > deadline) throw new Error(`etcd ${child.pid}: not stopped 2 s after SIGSTOP`);
+    }
   }
 
   resume(): void {

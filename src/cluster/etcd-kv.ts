@@ -199,17 +199,22 @@ export class EtcdKv {
     }
   }
 
-  /** Equivalent to: `etcdctl txn` with the compares, then-ops and else-ops given. */
+  /**
+   * Equivalent to: `etcdctl txn` with the compares, then-ops and else-ops given. One of ranges only
+   * is a read: the gateway may send it to another endpoint after one failed to answer it.
+   */
   async txn(
     t: { compare: Compare[]; success: TxnOp[]; failure?: TxnOp[] },
     signal?: AbortSignal,
   ): Promise<TxnResult> {
+    const failure = t.failure ?? [];
     const body = {
       compare: t.compare.map(wireCompare),
       success: t.success.map(wireOp),
-      failure: (t.failure ?? []).map(wireOp),
+      failure: failure.map(wireOp),
     };
-    const res = await this.#gw.call<WireTxn>('/v3/kv/txn', body, signal);
+    const readOnly = [...t.success, ...failure].every((op) => 'range' in op);
+    const res = await this.#gw.call<WireTxn>('/v3/kv/txn', body, signal, { readOnly });
     return {
       revision: res.header?.revision ?? '0',
       succeeded: res.succeeded === true,

@@ -36,7 +36,7 @@ import {
 } from './store.js';
 
 export interface EtcdStoreOptions {
-  /** Client URLs, e.g. ["https://10.0.0.1:2379"]; calls start at the last one that answered. */
+  /** Client URLs, e.g. ["https://10.0.0.1:2379"]; calls start at the last one that answered (failover: etcd-gateway.ts). */
   endpoints: string[];
   /** CA, client certificate and key (PEM text) for https endpoints. */
   tls?: EtcdTls;

@@ -7,7 +7,14 @@
  *   the health monitor's probe times out and the health flip aborts the silent stream;
  * - when etcd has compacted `revision + 1` away, the watch lists afresh and emits the difference
  *   from what it had delivered (`known`), then watches from the list's revision;
- * - reconnects wait with exponential backoff (capped), cut short when the health comes back.
+ * - reconnects wait with exponential backoff (capped), cut short when the health comes back;
+ * - with several endpoints, a stream whose endpoint failed (`failover`, etcd-gateway.ts) reopens on the
+ *   gateway's preferred endpoint without marking the store down: only a reconnection that finds no
+ *   endpoint answering does.
+ *
+ * Signals: the watch's own stop and each attempt's are AbortControllers fed by listeners that are
+ * removed when the watch (the attempt) ends; none is made with AbortSignal.any from the store's
+ * long-lived signal, which on Node 20 would keep every combined signal referenced (nodejs/node#55351).
  */
 import type { Backoff } from './backoff.js';
 import { pause } from './backoff.js';
@@ -53,7 +60,25 @@ export async function* watchNodes(
   ctx: WatchContext,
   opts: WatchOptions,
 ): AsyncGenerator<NodeEvent, void, undefined> {
-  const stop = AbortSignal.any([opts.signal, ctx.closed]);
+  const stopper = new AbortController();
+  const onStop = (): void => stopper.abort();
+  for (const s of [opts.signal, ctx.closed]) {
+    if (s.aborted) stopper.abort();
+    else s.addEventListener('abort', onStop, { once: true });
+  }
+  try {
+    yield* watchUntil(ctx, opts, stopper.signal);
+  } finally {
+    opts.signal.removeEventListener('abort', onStop);
+    ctx.closed.removeEventListener('abort', onStop);
+  }
+}
+
+async function* watchUntil(
+  ctx: WatchContext,
+  opts: WatchOptions,
+  stop: AbortSignal,
+): AsyncGenerator<NodeEvent, void, undefined> {
   const known = new Map<string, StoredNode>((opts.since?.nodes ?? []).map((s) => [s.node.name, s]));
   /** Invariant: every event up to and including this revision has been yielded. */
   let revision = opts.since === undefined ? undefined : parseRevision(opts.since.revision, ctx.where);
@@ -65,7 +90,9 @@ export async function* watchNodes(
     const unsubscribe = ctx.health.onChange((h) => {
       if (!h.ok) attempt.abort();
     });
-    const signal = AbortSignal.any([stop, attempt.signal]);
+    const onStop = (): void => attempt.abort();
+    stop.addEventListener('abort', onStop, { once: true });
+    const signal = attempt.signal;
     let failure: unknown;
     try {
       if (revision === undefined) {
@@ -156,10 +183,14 @@ export async function* watchNodes(
       failure = err;
     } finally {
       unsubscribe();
+      stop.removeEventListener('abort', onStop);
     }
     if (stop.aborted) return;
     if (failure === undefined) continue;
-    if (!(failure instanceof GatewayError) || failure.unreachable || failure.rejected) {
+    // A failover: the next endpoint is tried after the pause; the store is not known to be down.
+    const storeDown =
+      failure instanceof GatewayError ? (failure.unreachable && !failure.failover) || failure.rejected : true;
+    if (storeDown) {
       ctx.health.markDown(failure instanceof Error ? failure.message : String(failure));
     }
     await pause(backoff.next(), stop, ctx.health);

@@ -39,8 +39,13 @@ class HookedGateway extends EtcdGateway {
   ranges = 0;
   hook: ((n: number) => Promise<void>) | undefined;
 
-  override async call<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
-    const res = await super.call<T>(path, body, signal);
+  override async call<T>(
+    path: string,
+    body: unknown,
+    signal?: AbortSignal,
+    opts?: { readOnly?: boolean },
+  ): Promise<T> {
+    const res = await super.call<T>(path, body, signal, opts);
     if (path === '/v3/kv/range') {
       this.ranges++;
       await this.hook?.(this.ranges);
