@@ -268,6 +268,18 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'etcd-failover-from-silent-member',
+    what: 'etcd: a member that does not answer stays preferred (the store stays down with healthy members)',
+    edits: [
+      [
+        'src/cluster/etcd-gateway.js',
+        'this.#preferred = (index + 1) % this.#endpoints.length;',
+        'this.#preferred = index;',
+      ],
+    ],
+    tests: ['test/cluster/etcd-failover.test.js'],
+  },
+  {
     id: 'ovs-replay-on-reconnect',
     what: 'OVS: no replay of the wanted state when the OpenFlow connection comes back',
     edits: [['src/datapath/ovs/ovs-datapath.js', "this.#replay('OpenFlow connection back');", '']],
