@@ -20,7 +20,8 @@
 import { readFile } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { type EtcdAuth, parseEndpoint } from './etcd-gateway.js';
+import { parseEndpoint } from './etcd-endpoint.js';
+import type { EtcdAuth } from './etcd-gateway.js';
 import { EtcdStore, type EtcdStoreOptions } from './etcd-store.js';
 import type { EtcdTls } from './etcd-tls.js';
 import { FileStore } from './file-store.js';

@@ -33,8 +33,17 @@
 import http from 'node:http';
 import { isIP, createConnection as netConnect, type Socket } from 'node:net';
 import { type SecureContext, connect as tlsConnect } from 'node:tls';
-import { InvalidConfigError, PodwireError, StoreError } from '../base/errors.js';
-import { type EtcdTls, sameTls, secureContext, tlsFailure } from './etcd-tls.js';
+import { InvalidConfigError, StoreError } from '../base/errors.js';
+import {
+  GatewayError,
+  GRPC_INVALID_ARGUMENT,
+  GRPC_UNAUTHENTICATED,
+  parseAnswer,
+  parseJson,
+  unreachable,
+} from './etcd-answer.js';
+import { type Endpoint, parseEndpoint } from './etcd-endpoint.js';
+import { type EtcdTls, sameTls, secureContext } from './etcd-tls.js';
 
 /** Opens the TCP connection to an endpoint; tests pass one that creates the socket in another netns. */
 export type ConnectFn = (target: { host: string; port: number }) => Socket;
@@ -55,83 +64,8 @@ export interface EtcdGatewayOptions {
   auth?: EtcdAuth;
 }
 
-/**
- * A failed gateway call. `unreachable` is true when etcd could not be reached or could not answer
- * (connection refused, timeout, reset, no leader). `rejected` is true when the two sides do not
- * trust each other: the server's certificate fails verification, etcd refuses the client certificate,
- * the credentials or the user's permissions. Retrying does not help a rejection; the store's
- * health goes down on both. `grpcCode` is etcd's own error code when it answered with one
- * (11 = revision compacted, 16 = unauthenticated).
- */
-export class GatewayError extends PodwireError {
-  readonly unreachable: boolean;
-  readonly rejected: boolean;
-  readonly grpcCode: number | undefined;
-  /**
-   * A stream's endpoint failed and another endpoint is there to take over: reopening at once is
-   * the remedy, and the store as a whole is not known to be down.
-   */
-  readonly failover: boolean;
-
-  constructor(
-    message: string,
-    opts: {
-      unreachable: boolean;
-      rejected?: boolean;
-      grpcCode?: number;
-      failover?: boolean;
-      cause?: unknown;
-    },
-  ) {
-    super('ERR_STORE', message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.unreachable = opts.unreachable;
-    this.rejected = opts.rejected ?? false;
-    this.grpcCode = opts.grpcCode;
-    this.failover = opts.failover ?? false;
-  }
-}
-
-/** gRPC codes that mean "etcd cannot serve right now" rather than "your request is wrong". */
-const UNAVAILABLE_CODES = new Set([4 /* DEADLINE_EXCEEDED */, 14 /* UNAVAILABLE */]);
 /** Calls that change nothing: tried on the next endpoint whatever became of the first attempt. */
 const READ_PATHS = new Set(['/v3/kv/range', '/v3/auth/authenticate']);
-
-/** gRPC codes of an answer that rejects the caller (see `rejection`). */
-const GRPC_INVALID_ARGUMENT = 3;
-const GRPC_PERMISSION_DENIED = 7;
-const GRPC_UNAUTHENTICATED = 16;
-
-export interface Endpoint {
-  url: string;
-  host: string;
-  port: number;
-  secure: boolean;
-}
-
-export function parseEndpoint(url: string): Endpoint {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch (err) {
-    throw new InvalidConfigError(`cluster.endpoints: ${JSON.stringify(url)} is not a URL`, {
-      cause: err,
-    });
-  }
-  const scheme = u.protocol.slice(0, -1);
-  if (
-    (scheme !== 'http' && scheme !== 'https') ||
-    u.pathname !== '/' ||
-    u.search !== '' ||
-    u.hash !== '' ||
-    u.username !== ''
-  ) {
-    throw new InvalidConfigError(`cluster.endpoints: ${url}: must be https://HOST:PORT or http://HOST:PORT`);
-  }
-  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
-  const secure = scheme === 'https';
-  const port = u.port === '' ? (secure ? 443 : 80) : Number(u.port);
-  return { url: `${scheme}://${u.host}`, host, port, secure };
-}
 
 export class EtcdGateway {
   readonly #endpoints: Endpoint[];
@@ -568,20 +502,6 @@ function readAll(ep: Endpoint, path: string, res: http.IncomingMessage, ex: Exch
   });
 }
 
-function unreachable(ep: Endpoint, path: string, err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
-  const tls = tlsFailure(ep, err);
-  if (tls !== undefined) {
-    return new GatewayError(`etcd ${ep.url}${path}: ${tls}`, {
-      unreachable: false,
-      rejected: true,
-      cause: err,
-    });
-  }
-  const text = err instanceof Error ? ((err as { code?: string }).code ?? err.message) : String(err);
-  return new GatewayError(`etcd ${ep.url}${path}: unreachable: ${text}`, { unreachable: true, cause: err });
-}
-
 /** The error of a request that failed (`err`), or that this side ended (`ex.ending`). */
 function ended(ep: Endpoint, path: string, ex: Exchange, err: unknown): GatewayError {
   const reason = ex.signal.reason;
@@ -608,52 +528,4 @@ function ended(ep: Endpoint, path: string, ex: Exchange, err: unknown): GatewayE
       });
     }
   }
-}
-
-function parseJson(ep: Endpoint, path: string, text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new GatewayError(`etcd ${ep.url}${path}: answer is not JSON: ${text.slice(0, 200)}`, {
-      unreachable: false,
-      cause: err,
-    });
-  }
-}
-
-/** 200 -> the parsed body; otherwise a GatewayError with etcd's message and gRPC code. */
-function parseAnswer<T>(ep: Endpoint, path: string, status: number, text: string, withAuth: boolean): T {
-  if (status === 200) return parseJson(ep, path, text) as T;
-  let message = text.trim().slice(0, 200);
-  let code: number | undefined;
-  try {
-    const e = JSON.parse(text) as { message?: unknown; error?: unknown; code?: unknown };
-    message = String(e.message ?? e.error ?? message);
-    code = typeof e.code === 'number' ? e.code : undefined;
-  } catch {
-    // Not JSON (e.g. "Not Found" from the gateway's mux): the raw text is the message.
-  }
-  const opts =
-    code === undefined
-      ? { unreachable: status >= 500 }
-      : { unreachable: UNAVAILABLE_CODES.has(code), grpcCode: code };
-  const hint = rejection(code, message, withAuth);
-  throw new GatewayError(`etcd ${ep.url}${path}: HTTP ${status}: ${message}${hint ?? ''}`, {
-    ...opts,
-    rejected: hint !== undefined,
-  });
-}
-
-/** etcd answers that refuse this client (not the request): a hint saying what to fix, else undefined. */
-function rejection(code: number | undefined, message: string, withAuth: boolean): string | undefined {
-  if (/CommonName of client sending a request against gateway/.test(message)) {
-    return ' (etcd with auth enabled refuses, on its JSON gateway, a client certificate with a Common Name: issue cluster.tls.cert without a CN, e.g. -subj /O=podwire)';
-  }
-  // Without a token etcd answers either, depending on how the client certificate is read.
-  const anonymous = !withAuth && (code === GRPC_PERMISSION_DENIED || /user name is empty/.test(message));
-  if (anonymous) return ' (etcd requires authentication: set cluster.auth)';
-  if (code === GRPC_INVALID_ARGUMENT && /authentication failed/.test(message)) return '';
-  if (code === GRPC_PERMISSION_DENIED)
-    return " (the etcd user lacks read-write permission on the store's prefix)";
-  return undefined;
 }

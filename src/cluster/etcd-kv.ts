@@ -8,7 +8,8 @@
  *   PREFIX/cidrs/CIDR    -> NAME of the node that holds the CIDR  (the lease itself: one key per CIDR)
  *   PREFIX/leases/NAME   -> {"podCIDRs": [...]}                   (the node's side of its leases)
  */
-import { type EtcdGateway, GatewayError } from './etcd-gateway.js';
+import { GatewayError } from './etcd-answer.js';
+import type { EtcdGateway } from './etcd-gateway.js';
 
 export class EtcdKeys {
   readonly prefix: string;

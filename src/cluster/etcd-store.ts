@@ -11,7 +11,8 @@
  */
 import { InvalidConfigError, PodwireError } from '../base/errors.js';
 import { Backoff, pause } from './backoff.js';
-import { type ConnectFn, type EtcdAuth, EtcdGateway, GatewayError } from './etcd-gateway.js';
+import { GatewayError } from './etcd-answer.js';
+import { type ConnectFn, type EtcdAuth, EtcdGateway } from './etcd-gateway.js';
 import { EtcdKeys, EtcdKv, type Kv } from './etcd-kv.js';
 import { leasePodCIDRs, releasePodCIDRs } from './etcd-lease.js';
 import { EtcdPoolStore } from './etcd-pools.js';

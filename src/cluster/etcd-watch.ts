@@ -18,7 +18,8 @@
  */
 import type { Backoff } from './backoff.js';
 import { pause } from './backoff.js';
-import { type EtcdGateway, GatewayError } from './etcd-gateway.js';
+import { GatewayError } from './etcd-answer.js';
+import type { EtcdGateway } from './etcd-gateway.js';
 import { b64, decodeKv, type EtcdKeys, type Kv, prefixEnd, type WireHeader, type WireKv } from './etcd-kv.js';
 import type { HealthState } from './health.js';
 import { diffNodes } from './node-record.js';

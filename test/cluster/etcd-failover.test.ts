@@ -20,7 +20,8 @@ import { createServer, createConnection as netConnect, type Server, type Socket 
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdServer } from '../../bed/etcd.js';
-import { type ConnectFn, EtcdGateway, GatewayError } from '../../src/cluster/etcd-gateway.js';
+import { GatewayError } from '../../src/cluster/etcd-answer.js';
+import { type ConnectFn, EtcdGateway } from '../../src/cluster/etcd-gateway.js';
 import { b64 } from '../../src/cluster/etcd-kv.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import type { NodeRecord } from '../../src/cluster/store.js';
