@@ -13,15 +13,13 @@
  * and CHECK answer "not available" at once; DEL still succeeds (the next replay drops what it left).
  */
 import { dirname } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CheckFailedError, DatapathError, NotAvailableError, type PodwireError } from '../../base/errors.js';
-import { randomLocalMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
-import { configureGateway } from '../gateway.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
+import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
 import { GroupCommit } from './group-commit.js';
 import { OfportPool } from './ofport-pool.js';
 import { formatFlow } from './openflow/flow-format.js';
@@ -40,14 +38,7 @@ import {
   vlanCookie,
   vlanFloodFlow,
 } from './pipeline.js';
-import {
-  EXT_ROLE,
-  parsePodExternalIds,
-  podExternalIds,
-  ROLE_GATEWAY,
-  ROLE_POD,
-  ROLE_UPLINK,
-} from './port-record.js';
+import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_POD, ROLE_UPLINK } from './port-record.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -200,8 +191,8 @@ export class OvsDatapath implements Datapath {
     const o = this.#o;
     const vs = await this.#db();
     await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
-    const gw = await this.#ensureGateway(vs);
-    this.#configureGatewayLink(gw.mac);
+    const gw = await ensureGatewayPort(vs, o, this.#portTimeoutMs);
+    configureGatewayLink(o, gw.mac);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
     const flows = new FlowTable(this.#openflowTarget, { backoffMs: { initial: 50, max: 500 } });
     this.#flows = flows;
@@ -549,7 +540,7 @@ export class OvsDatapath implements Datapath {
     try {
       // Before the uplink joins: the node-local pods' ARP never reaches the underlay (uplink-arp-guard.ts).
       await installUplinkArpGuard(this.#o.nft, uplink.ifname, this.#o.gateways, this.#o.warn);
-      await this.#setGatewayMac(vs, mac);
+      await setGatewayMac(vs, this.#o, mac, this.#portTimeoutMs);
       await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
       const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
       if (this.#o.datapathType === 'netdev') await dropKernelIngress(this.#o.nft, uplink.ifname);
@@ -581,7 +572,7 @@ export class OvsDatapath implements Datapath {
     if (row?.externalIds[EXT_ROLE] === ROLE_UPLINK) await vs.removePort(uplink.ifname, row);
     await removeUplinkArpGuard(this.#o.nft).catch(() => undefined); // not there when it could not be installed
     const mac = uplink.targetMac.toLowerCase();
-    await this.#setGatewayMac(vs, mac);
+    await setGatewayMac(vs, this.#o, mac, this.#portTimeoutMs);
     this.#gateway = { ofport: gw.ofport, mac, ipv4s: this.#podGatewaysV4() };
     await this.#installPipeline();
   }
@@ -682,65 +673,8 @@ export class OvsDatapath implements Datapath {
     return next;
   }
 
-  /** Gives the gateway port `mac` in OVSDB and waits until its kernel interface has it. */
-  async #setGatewayMac(vs: VswitchDb, mac: string): Promise<void> {
-    const { nl, gateway } = this.#o;
-    await vs.updateInterface(gateway, { mac });
-    const deadline = performance.now() + this.#portTimeoutMs;
-    for (let delay = 1; nl.linkByName(gateway)?.mac?.toLowerCase() !== mac; delay = Math.min(delay * 2, 20)) {
-      if (performance.now() > deadline)
-        throw new DatapathError(`ovs-vswitchd did not give ${gateway} the MAC ${mac}`);
-      await sleep(delay);
-    }
-  }
-
   #db(): Promise<VswitchDb> {
     return this.#ovsdb.db();
-  }
-
-  /** Creates the gateway's internal port with a fixed MAC, or adopts it; returns its port and MAC. */
-  async #ensureGateway(vs: VswitchDb): Promise<{ ofport: number; mac: string }> {
-    const o = this.#o;
-    const existing = await vs.port(o.gateway);
-    if (!existing) {
-      await vs.addPort(o.gateway, {
-        type: 'internal',
-        // Fixed in OVSDB so the gateway keeps its identity on the wire across restarts (I5).
-        mac: randomLocalMac(),
-        mtu: o.mtu,
-        externalIds: { [EXT_ROLE]: ROLE_GATEWAY },
-      });
-    } else if (existing.type !== 'internal') {
-      throw new DatapathError(
-        `port ${o.gateway} of ${o.bridge} has type ${existing.type || 'system'}, not internal`,
-      );
-    } else if (!existing.mac && existing.macInUse) {
-      await vs.updateInterface(o.gateway, { mac: existing.macInUse, mtu_request: o.mtu });
-    } else {
-      await vs.updateInterface(o.gateway, { mtu_request: o.mtu });
-    }
-    const row: PortRow = await vs.waitOfport(o.gateway, this.#portTimeoutMs);
-    const mac = (row.mac ?? row.macInUse)?.toLowerCase();
-    if (!mac) throw new DatapathError(`gateway ${o.gateway} has no MAC address in OVSDB`);
-    return { ofport: row.ofport as number, mac };
-  }
-
-  /**
-   * Equivalent to: `ip addr add GW/LEN dev GATEWAY; ip link set GATEWAY up` plus the gateway sysctls.
-   * The gateway must be in this namespace: ovs-vswitchd creates internal ports in its own.
-   */
-  #configureGatewayLink(mac: string): void {
-    const { nl, gateway, gateways, sysctl, bridge } = this.#o;
-    const link = nl.linkByName(gateway);
-    if (!link) {
-      throw new DatapathError(
-        `gateway ${gateway} of ${bridge} is not in the agent's network namespace (is ovs-vswitchd running in another one?)`,
-      );
-    }
-    if (link.mac?.toLowerCase() !== mac) {
-      throw new DatapathError(`gateway ${gateway} has MAC ${link.mac}, OVSDB says ${mac}`);
-    }
-    configureGateway(nl, sysctl, { index: link.index, name: gateway }, gateways);
   }
 }
 
