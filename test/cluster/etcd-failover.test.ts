@@ -17,30 +17,19 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import { createServer, createConnection as netConnect, type Server, type Socket } from 'node:net';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EtcdServer } from '../../bed/etcd.js';
+import type { EtcdServer } from '../../bed/etcd.js';
 import { GatewayError } from '../../src/cluster/etcd-answer.js';
 import { type ConnectFn, EtcdGateway } from '../../src/cluster/etcd-gateway.js';
 import { b64 } from '../../src/cluster/etcd-kv.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import type { NodeRecord } from '../../src/cluster/store.js';
+import { etcdForFile } from './etcd-harness.js';
 import { EventLog, isCode, within } from './watch-log.js';
 
-let shared: Promise<EtcdServer> | undefined;
-function server(): Promise<EtcdServer> {
-  shared ??= EtcdServer.start();
-  return shared;
-}
-after(async () => {
-  if (shared !== undefined) await (await shared).cleanup();
-});
-
-let seq = 0;
-function freshPrefix(): string {
-  seq += 1;
-  return `/pwt/failover${seq}`;
-}
+/** One etcd for the whole file; each test works under its own key prefix. */
+const { server, freshPrefix } = etcdForFile('failover');
 
 const TIMEOUT_MS = 1000;
 const TIMINGS = { requestTimeoutMs: TIMEOUT_MS, healthIntervalMs: 300, maxBackoffMs: 500 } as const;

@@ -1,6 +1,7 @@
 /** Opening EtcdStore clients against a test-bed etcd, with test-friendly timings. */
 
-import type { EtcdServer } from '../../bed/etcd.js';
+import { after } from 'node:test';
+import { EtcdServer } from '../../bed/etcd.js';
 import { EtcdStore, type EtcdStoreOptions } from '../../src/cluster/etcd-store.js';
 import { nodesEqual } from '../../src/cluster/node-record.js';
 import type { ClusterStore, NodeRecord } from '../../src/cluster/store.js';
@@ -28,4 +29,26 @@ export async function setNodes(store: ClusterStore, nodes: NodeRecord[]): Promis
     const res = await store.putNode(n, before === undefined ? 'absent' : { version: before.version });
     if (!res.ok) throw new Error(`setNodes: conflict on ${n.name}`);
   }
+}
+
+/**
+ * One etcd for a whole test file, started on first use and stopped after the file (call at the
+ * file's top level); each test works under a prefix of its own, `/pwt/TAG1`, `/pwt/TAG2`, ...
+ */
+export function etcdForFile(
+  tag: string,
+  options?: Parameters<typeof EtcdServer.start>[0],
+): { server: () => Promise<EtcdServer>; freshPrefix: () => string } {
+  let shared: Promise<EtcdServer> | undefined;
+  let seq = 0;
+  after(async () => {
+    if (shared !== undefined) await (await shared).cleanup();
+  });
+  return {
+    server: () => {
+      shared ??= EtcdServer.start(options);
+      return shared;
+    },
+    freshPrefix: () => `/pwt/${tag}${++seq}`,
+  };
 }

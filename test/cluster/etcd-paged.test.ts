@@ -5,12 +5,12 @@
  * order, in messages no larger than etcd's request limit.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { EtcdServer } from '../../bed/etcd.js';
+import { describe, test } from 'node:test';
+import type { EtcdServer } from '../../bed/etcd.js';
 import { EtcdGateway } from '../../src/cluster/etcd-gateway.js';
 import { b64, EtcdKeys, EtcdKv, type Kv, prefixEnd } from '../../src/cluster/etcd-kv.js';
 import type { NodeRecord } from '../../src/cluster/store.js';
-import { openEtcdStore } from './etcd-harness.js';
+import { etcdForFile, openEtcdStore } from './etcd-harness.js';
 import { EventLog } from './watch-log.js';
 
 /**
@@ -19,20 +19,8 @@ import { EventLog } from './watch-log.js';
  */
 const MAX_REQUEST_BYTES = 16 * 1024;
 
-let shared: Promise<EtcdServer> | undefined;
-function server(): Promise<EtcdServer> {
-  shared ??= EtcdServer.start({ maxRequestBytes: MAX_REQUEST_BYTES });
-  return shared;
-}
-after(async () => {
-  if (shared !== undefined) await (await shared).cleanup();
-});
-
-let seq = 0;
-function freshPrefix(): string {
-  seq += 1;
-  return `/pwt/paged${seq}`;
-}
+/** One etcd for the whole file; each test works under its own key prefix. */
+const { server, freshPrefix } = etcdForFile('paged', { maxRequestBytes: MAX_REQUEST_BYTES });
 
 /** A gateway that runs `hook` after the n-th range answer it hands back (writes behind the reader's back). */
 class HookedGateway extends EtcdGateway {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdServer } from '../../bed/etcd.js';
 import type { PodwireError } from '../../src/base/errors.js';
@@ -8,24 +8,11 @@ import { isPrefix, parsePrefix, prefixContains } from '../../src/base/ip.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 import type { ClusterStore, NodeRecord, PodCIDRPool } from '../../src/cluster/store.js';
 import { clusterStoreCompliance } from './compliance.js';
-import { FAST, openEtcdStore, setNodes } from './etcd-harness.js';
+import { etcdForFile, FAST, openEtcdStore, setNodes } from './etcd-harness.js';
 import { EventLog, isCode } from './watch-log.js';
 
 /** One etcd for the whole file; each test works under its own key prefix. */
-let shared: Promise<EtcdServer> | undefined;
-function server(): Promise<EtcdServer> {
-  shared ??= EtcdServer.start();
-  return shared;
-}
-after(async () => {
-  if (shared !== undefined) await (await shared).cleanup();
-});
-
-let seq = 0;
-function freshPrefix(): string {
-  seq += 1;
-  return `/pwt/t${seq}`;
-}
+const { server, freshPrefix } = etcdForFile('t');
 
 /** Opens stores under one prefix and closes them all afterwards, pass or fail. */
 async function withStores(
