@@ -195,6 +195,12 @@ const MUTATIONS = [
     tests: ['test/datapath/ovs/replay-races.test.js'],
   },
   {
+    id: 'ovs-open-port-before-pod-side',
+    what: 'OVS ADD: the port is sent to the switch only in attachPort, after the pod side',
+    edits: [['src/agent/cni/cmd-add.js', 'if (datapath.openPort) {', 'if (datapath.openPort && false) {']],
+    tests: ['test/agent/ovs-open-port.test.js'],
+  },
+  {
     id: 'gc-orphan-ports-judged-now',
     what: 'podwire gc: pod ports judged against the listing (a pod ADDed during the sweep is detached)',
     edits: [

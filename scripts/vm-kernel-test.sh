@@ -8,6 +8,10 @@
 # links, kernel datapaths, nftables rules); anything there fails the run.
 #
 #   scripts/vm-kernel-test.sh dist/test/kernel/netlink/bridge-vlan.test.js ...
+#   scripts/vm-kernel-test.sh --run 'node dist/bench/run.js --scenarios 4 --quick'
+#
+# --run COMMAND runs one shell command in the guest instead of tests (from the repository's top, same
+# environment and leftover check) and exits with its status, e.g. the OVS bench on the kernel datapath.
 #
 # Needs root, qemu-system-x86 and busybox-static (both Debian packages); downloads Debian's kernel
 # package (linux-image-amd64) once into $PODWIRE_VM_CACHE (default .cache/vm in the repository,
@@ -17,8 +21,16 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-[ "$#" -gt 0 ] || { echo "usage: $0 TEST.js..." >&2; exit 2; }
-for t in "$@"; do [ -f "$t" ] || { echo "vm-kernel-test: no $t (npm run build first?)" >&2; exit 2; }; done
+usage="usage: $0 TEST.js... | $0 --run COMMAND"
+[ "$#" -gt 0 ] || { echo "$usage" >&2; exit 2; }
+if [ "$1" = --run ]; then
+  [ "$#" -eq 2 ] && [ -n "$2" ] || { echo "$usage" >&2; exit 2; }
+  case $2 in *"'"*) echo "vm-kernel-test: --run COMMAND must not contain a single quote" >&2; exit 2 ;; esac
+  guest_cmd=$2
+else
+  for t in "$@"; do [ -f "$t" ] || { echo "vm-kernel-test: no $t (npm run build first?)" >&2; exit 2; }; done
+  guest_cmd="node --test --test-reporter=tap --test-concurrency=1 $*"
+fi
 command -v qemu-system-x86_64 >/dev/null || { echo "vm-kernel-test: qemu-system-x86_64 missing (apt-get install qemu-system-x86)" >&2; exit 2; }
 busybox=/bin/busybox
 [ -x "$busybox" ] || { echo "vm-kernel-test: busybox-static missing" >&2; exit 2; }
@@ -89,7 +101,6 @@ LEFT
 tmp_top=
 case $repo/ in /tmp/*) rel=${repo#/tmp/} && tmp_top=/tmp/${rel%%/*} ;; esac
 
-tests="$*"
 cat > "$init/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -107,7 +118,7 @@ mount -t tmpfs run /host/run; mkdir -p /host/run/tmp
 case $repo/ in /tmp/*) mkdir -p /repo; mount -o bind /host$repo /repo ;; esac
 mount -t tmpfs tmp /host/tmp
 case $repo/ in /tmp/*) mkdir -p /host$repo; mount -o bind /repo /host$repo ;; esac
-chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 PODWIRE_OVS_DATAPATH=system node --test --test-reporter=tap --test-concurrency=1 $tests'
+chroot /host /bin/sh -c 'ip link set lo up; cd $repo && TMPDIR=/run/tmp PODWIRE_VM_GUEST=1 PODWIRE_OVS_DATAPATH=system $guest_cmd'
 status=\$?
 cp /leftovers.sh /host/run/leftovers.sh
 chroot /host /bin/sh /run/leftovers.sh $tmp_top > /leftovers.txt 2>&1
@@ -127,9 +138,15 @@ timeout "${PODWIRE_VM_TIMEOUT:-1800}" qemu-system-x86_64 "${accel[@]}" -m 2048 -
   -append "console=ttyS0 loglevel=${PODWIRE_VM_LOGLEVEL:-3} panic=-1" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap >"$out" 2>&1 || true
 tr -d '\r' < "$out" > "$out.txt"
+status=$(awk '/^PODWIRE-VM-EXIT/ {print $2}' "$out.txt")
+if [ "$1" = --run ]; then
+  # What the command printed, after the kernel's boot lines (loglevel 3 keeps them few).
+  grep -v '^PODWIRE-VM-EXIT' "$out.txt"
+  [ -n "$status" ] || { echo "vm-kernel-test: the guest did not finish the command" >&2; exit 1; }
+  exit "$status"
+fi
 # The TAP stream, from its first line (kernel messages may share the serial line with it).
 awk '/TAP version|# Subtest/ { on = 1 } on && !/^PODWIRE-VM-EXIT/' "$out.txt"
-status=$(awk '/^PODWIRE-VM-EXIT/ {print $2}' "$out.txt")
 if [ -z "$status" ] || ! grep -q '^# tests [0-9]' "$out.txt"; then
   echo "vm-kernel-test: the guest ran no test (exit ${status:-none}); the end of its console:" >&2
   tail -40 "$out.txt" >&2

@@ -60,6 +60,13 @@ export interface Datapath {
   readonly podGuards?: 'on' | 'off';
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */
   start(): Promise<void>;
+  /**
+   * Optional: starts what a switch in another process does for a new port (OVS: the port's row and its
+   * flows), so that it works while ADD configures the pod side; `attachPort` of the same port then
+   * finishes it, and `detachPort` first waits for it. Leaves the host link down; a failure surfaces
+   * from `attachPort`. Absent where attaching is the agent's own work (the Linux bridge).
+   */
+  openPort?(port: PodPort): void;
   /** Attaches and enables the port; resolves when the datapath will carry the pod's frames. */
   attachPort(port: PodPort): Promise<void>;
   /**

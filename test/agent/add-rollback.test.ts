@@ -37,6 +37,15 @@ const FAULTS: Array<Omit<Fault, 'id'>> = [
   { op: 'datapath.attachPort', nth: 1, when: 'after' },
 ];
 
+/**
+ * OVS only: the port's row and flows go out before the pod side (`Datapath.openPort`); a failure of
+ * the pod side or of anything after it is undone from there (the route case below exercises that).
+ */
+const OVS_FAULTS: Array<Omit<Fault, 'id'>> = [
+  { op: 'datapath.openPort', nth: 1, when: 'before' },
+  { op: 'datapath.openPort', nth: 1, when: 'after' },
+];
+
 /** A step fails after taking effect, then its undo (or another undo) fails too. */
 const DOUBLE: Array<{
   name: string;
@@ -84,7 +93,7 @@ for (const datapath of datapaths) {
 
     const call = { containerId: `rollback-${datapath}`, ifname: 'eth0' };
     let seq = 0;
-    for (const f of FAULTS) {
+    for (const f of [...FAULTS, ...(datapath === 'ovs' ? OVS_FAULTS : [])]) {
       test(`${f.op} #${f.nth} fails ${f.when}: CNI error, nothing left, the next ADD works`, async () => {
         seq += 1;
         node.setFault({ id: `${datapath}-${seq}`, ...f });

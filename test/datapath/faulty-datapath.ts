@@ -11,12 +11,17 @@ export class FaultyDatapath implements Datapath {
 
   /** Only when the real datapath counts drops. */
   readonly dropCounters?: () => Promise<Array<{ guard: string; packets: number }>>;
+  /** Only when the real datapath opens ports ahead (OVS); synchronous, so "before" and "after" only. */
+  readonly openPort?: (port: PodPort) => void;
 
   constructor(inner: Datapath, plan: FaultPlan) {
     this.#inner = inner;
     this.#plan = plan;
     const counters = inner.dropCounters?.bind(inner);
     if (counters) this.dropCounters = () => this.#call('dropCounters', counters);
+    const openPort = inner.openPort?.bind(inner);
+    if (openPort)
+      this.openPort = (port) => plan.wrapSync('datapath.openPort', 'ERR_DATAPATH', () => openPort(port));
   }
 
   get kind(): string {

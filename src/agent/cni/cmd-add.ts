@@ -2,9 +2,11 @@
  * CNI ADD, in the order it happens (docs/architecture.md, "A CNI ADD, end to end"). Each step that changes
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
+import { setImmediate } from 'node:timers/promises';
 import { InterfaceExistsError, NotAvailableError } from '../../base/errors.js';
 import { podMac } from '../../base/pod-mac.js';
 import type { Attachment, CniResult, CniRoute } from '../../cni/types.js';
+import type { PodPort } from '../../datapath/datapath.js';
 import type { Allocation } from '../../ipam/allocator.js';
 import type { PoolRequest } from '../../ipam/pool-allocator.js';
 import { EthtoolSocket } from '../../kernel/ethtool.js';
@@ -70,7 +72,8 @@ export async function cmdAdd(
     t.mark('ipam');
 
     const hostName = hostVethName(att.containerId, att.ifname);
-    const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, podMac(allocations.map((a) => a.ip)));
+    const mac = podMac(allocations.map((a) => a.ip));
+    const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, mac);
     undo.push('veth', () => nl.deleteLinkByName(hostName));
     // The network's name on the host veth: GC of a network judges a veth without a claim by it.
     const alias = hostVethAlias(att.network);
@@ -79,6 +82,24 @@ export async function cmdAdd(
     hostVethTakesNothing(hostName);
     t.mark('veth');
 
+    const port: PodPort = {
+      hostIfname: hostName,
+      hostIfindex: hostLink.index,
+      containerId: att.containerId,
+      ifname: att.ifname,
+      podMac: mac,
+      podIps: allocations.map((a) => a.ip),
+      pod: att.pod,
+      vlan: allocations.find((a) => a.vlan)?.vlan,
+    };
+    // Undo first: a port attach that fails halfway (an OVS row without its flows) is undone too.
+    const undoAttach = () => undo.push('datapath', () => datapath.detachPort(hostName));
+    if (datapath.openPort) {
+      // A switch in another process (OVS) opens the port while the pod side is configured below.
+      undoAttach();
+      datapath.openPort(port);
+      await setImmediate(); // its requests go out before the pod side's synchronous kernel calls
+    }
     podIgnoresRouterAdvertisements(podNs, home, att.ifname);
     const pod = configurePodInterface(podNl, att.ifname, allocations, routes);
     if (!datapath.podTxChecksumming) {
@@ -86,18 +107,8 @@ export async function cmdAdd(
       ethtool.setTxChecksumming(att.ifname, false);
     }
     t.mark('pod');
-    // Undo first: a port attach that fails halfway (an OVS row without its flows) is undone too.
-    undo.push('datapath', () => datapath.detachPort(hostName));
-    await datapath.attachPort({
-      hostIfname: hostName,
-      hostIfindex: hostLink.index,
-      containerId: att.containerId,
-      ifname: att.ifname,
-      podMac: pod.mac,
-      podIps: allocations.map((a) => a.ip),
-      pod: att.pod,
-      vlan: allocations.find((a) => a.vlan)?.vlan,
-    });
+    if (!datapath.openPort) undoAttach();
+    await datapath.attachPort(port);
     t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);
     t.mark('carrier');

@@ -137,6 +137,8 @@ export class OvsDatapath implements Datapath {
     const flows = this.#flows;
     if (flows) await flows.apply({ deleteCookies: cookies, atomic: false });
   });
+  /** Ports opened by openPort whose attachPort (or undo) has not come yet, by host veth. */
+  readonly #opening = new Map<string, Promise<void>>();
   /** Pod ports whose removal from OVSDB waits for OVSDB to come back (DEL during an outage). */
   readonly #pendingRemovals = new Set<string>();
   /**
@@ -354,12 +356,30 @@ export class OvsDatapath implements Datapath {
    * the announcements) already meet its flows (I5). A re-attach after a restart (`podMac` empty)
    * adopts the recorded port.
    */
-  async attachPort(port: PodPort): Promise<void> {
+  /**
+   * The port's row and flows go out now; ovs-vswitchd opens the port (a few ms, more with many ports:
+   * it re-reads every port's flags over netlink per port added) while ADD configures the pod side.
+   */
+  openPort(port: PodPort): void {
     const flows = this.#readyFlows();
-    await this.#portOp(() => this.#attachPort(flows, port));
+    const opening = this.#portOp(() => this.#openPort(flows, port));
+    opening.catch(() => {}); // reported by attachPort; the undo's detachPort waits for it
+    this.#opening.set(port.hostIfname, opening);
   }
 
-  async #attachPort(flows: FlowTable, port: PodPort): Promise<void> {
+  async attachPort(port: PodPort): Promise<void> {
+    const opening = this.#opening.get(port.hostIfname);
+    if (opening) {
+      this.#opening.delete(port.hostIfname);
+      await opening;
+    } else {
+      const flows = this.#readyFlows();
+      await this.#portOp(() => this.#openPort(flows, port));
+    }
+    this.#o.nl.setLinkUp(port.hostIfindex);
+  }
+
+  async #openPort(flows: FlowTable, port: PodPort): Promise<void> {
     // A removal queued by a DEL of this attachment during an OVSDB outage is this ADD's now: its
     // insert replaces the old row and its flows replace the old ones (same name, same cookie). Left
     // queued, the replay after the outage would remove the new row.
@@ -420,7 +440,6 @@ export class OvsDatapath implements Datapath {
       await flows.setNoFlood(port.hostIfname);
       await this.#syncVlanFlood(flows, vlan);
     }
-    this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
   /** The port's flows and row go: nothing of the pod passes the bridge any more. */
@@ -436,6 +455,12 @@ export class OvsDatapath implements Datapath {
    * row; while OVSDB is away the row's removal waits for it.
    */
   async detachPort(hostIfname: string): Promise<void> {
+    const opening = this.#opening.get(hostIfname);
+    if (opening) {
+      // An ADD undone between openPort and attachPort: its row and flows are removed once they are in.
+      this.#opening.delete(hostIfname);
+      await opening.catch(() => {});
+    }
     if (this.#replaying) await this.#replaying;
     await this.#portOp(() => this.#detachPort(hostIfname));
   }

@@ -75,6 +75,15 @@ export class FaultPlan {
     return out;
   }
 
+  /** `wrap` for a synchronous call: fails before it or after it (a hold cannot apply). */
+  wrapSync<T>(op: string, code: 'ERR_DATAPATH' | 'ERR_STORE', call: () => T): T {
+    const when = this.enter(op);
+    if (when === 'before') throw new PodwireError(code, `${INJECTED}: ${op} (before)`);
+    const out = call();
+    if (when === 'after') throw new PodwireError(code, `${INJECTED}: ${op} (after it took effect)`);
+    return out;
+  }
+
   /** Resolves once the plan no longer holds `op` (the test rewrote or removed the fault). */
   async #released(op: string): Promise<void> {
     while (this.#current().some((f) => f.op === op && (f.when === 'hold' || f.when === 'hold-after'))) {
