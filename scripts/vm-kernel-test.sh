@@ -10,8 +10,9 @@
 #   scripts/vm-kernel-test.sh dist/test/kernel/netlink/bridge-vlan.test.js ...
 #   scripts/vm-kernel-test.sh --run 'node dist/bench/run.js --scenarios 4 --quick'
 #
-# --run COMMAND runs one shell command in the guest instead of tests (from the repository's top, same
-# environment and leftover check) and exits with its status, e.g. the OVS bench on the kernel datapath.
+# --run COMMAND [ARG...] runs one shell command in the guest instead of tests (from the repository's
+# top, same environment and leftover check) and exits with its status: `npm run bench:vm` runs the OVS
+# bench (scenario 4) there, on OVS's kernel datapath.
 #
 # Needs root, qemu-system-x86 and busybox-static (both Debian packages); downloads Debian's kernel
 # package (linux-image-amd64) once into $PODWIRE_VM_CACHE (default .cache/vm in the repository,
@@ -21,12 +22,14 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-usage="usage: $0 TEST.js... | $0 --run COMMAND"
+usage="usage: $0 TEST.js... | $0 --run COMMAND [ARG...]"
 [ "$#" -gt 0 ] || { echo "$usage" >&2; exit 2; }
 if [ "$1" = --run ]; then
-  [ "$#" -eq 2 ] && [ -n "$2" ] || { echo "$usage" >&2; exit 2; }
-  case $2 in *"'"*) echo "vm-kernel-test: --run COMMAND must not contain a single quote" >&2; exit 2 ;; esac
-  guest_cmd=$2
+  shift
+  guest_cmd="$*" # COMMAND and any words after it (`npm run bench:vm -- --quick`)
+  [ -n "$guest_cmd" ] || { echo "$usage" >&2; exit 2; }
+  case $guest_cmd in *"'"*) echo "vm-kernel-test: --run COMMAND must not contain a single quote" >&2; exit 2 ;; esac
+  run_mode=1
 else
   for t in "$@"; do [ -f "$t" ] || { echo "vm-kernel-test: no $t (npm run build first?)" >&2; exit 2; }; done
   guest_cmd="node --test --test-reporter=tap --test-concurrency=1 $*"
@@ -139,7 +142,7 @@ timeout "${PODWIRE_VM_TIMEOUT:-1800}" qemu-system-x86_64 "${accel[@]}" -m 2048 -
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap >"$out" 2>&1 || true
 tr -d '\r' < "$out" > "$out.txt"
 status=$(awk '/^PODWIRE-VM-EXIT/ {print $2}' "$out.txt")
-if [ "$1" = --run ]; then
+if [ -n "${run_mode:-}" ]; then
   # What the command printed, after the kernel's boot lines (loglevel 3 keeps them few).
   grep -v '^PODWIRE-VM-EXIT' "$out.txt"
   [ -n "$status" ] || { echo "vm-kernel-test: the guest did not finish the command" >&2; exit 1; }

@@ -75,13 +75,6 @@ export async function cmdAdd(
     const mac = podMac(allocations.map((a) => a.ip));
     const hostLink = createVeth(ctx, hostName, att.ifname, podNs.fd, mac);
     undo.push('veth', () => nl.deleteLinkByName(hostName));
-    // The network's name on the host veth: GC of a network judges a veth without a claim by it.
-    const alias = hostVethAlias(att.network);
-    if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
-    // Before it comes up: what the pod sends reaches the node only through the datapath.
-    hostVethTakesNothing(hostName);
-    t.mark('veth');
-
     const port: PodPort = {
       hostIfname: hostName,
       hostIfindex: hostLink.index,
@@ -95,11 +88,19 @@ export async function cmdAdd(
     // Undo first: a port attach that fails halfway (an OVS row without its flows) is undone too.
     const undoAttach = () => undo.push('datapath', () => datapath.detachPort(hostName));
     if (datapath.openPort) {
-      // A switch in another process (OVS) opens the port while the pod side is configured below.
+      // A switch in another process (OVS) opens the port while the agent does the rest of the veth
+      // and the pod side below; the host end stays down until attachPort.
       undoAttach();
       datapath.openPort(port);
-      await setImmediate(); // its requests go out before the pod side's synchronous kernel calls
+      await setImmediate(); // its requests go out before the synchronous kernel calls below
     }
+    // The network's name on the host veth: GC of a network judges a veth without a claim by it.
+    const alias = hostVethAlias(att.network);
+    if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
+    // Before it comes up: what the pod sends reaches the node only through the datapath.
+    hostVethTakesNothing(hostName);
+    t.mark('veth');
+
     podIgnoresRouterAdvertisements(podNs, home, att.ifname);
     const pod = configurePodInterface(podNl, att.ifname, allocations, routes);
     if (!datapath.podTxChecksumming) {
