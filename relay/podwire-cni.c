@@ -9,10 +9,10 @@
  *   response  one byte, the exit status; then the bytes to print on stdout verbatim, up to EOF.
  *
  * The relay answers by itself only when it cannot get an answer: a CNI error object on stdout and
- * exit status 1. Code 11 ("try again later") when the agent is unreachable, times out or is not root
- * at the socket (50 for STATUS, decision 4), or closes without an answer; 7 for a config it cannot
- * relay (too large, bad "socket"); 6 for a config that is not JSON; 5 for local I/O failures; 100 for
- * an answer that breaks the protocol.
+ * exit status 1. Code 11 ("try again later") when the agent is unreachable, times out, is not root
+ * at the socket or closes without an answer (50 for STATUS in each case, decision 4); 7 for a config
+ * it cannot relay (too large, bad "socket"); 6 for a config that is not JSON; 5 for local I/O
+ * failures; 100 for an answer that breaks the protocol.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -683,7 +683,7 @@ int main(void)
 	if (len == 0 && send_err)
 		unreachable(send_err);
 	if (len == 0)
-		fail(CNI_ERR_TRY_AGAIN, "podwire agent unreachable at %s: connection closed without an answer",
+		fail(agent_down_code(), "podwire agent unreachable at %s: connection closed without an answer",
 		     agent_path());
 
 	int status = answer[0];

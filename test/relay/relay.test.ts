@@ -297,6 +297,16 @@ describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to b
     assert.equal(agent.requests.length, 1);
   });
 
+  // Depends on `fail(agent_down_code(), ...)` for an answerless close (podwire-cni.c, main()).
+  test('STATUS to an agent that closes without an answer: code 50, as for an agent not there', async (t) => {
+    const sock = join(tempDir(t), 'agent.sock');
+    const agent = await startAgent(t, sock, { kind: 'hang-up-after-request' });
+    const err = parseError(await runRelay({ CNI_COMMAND: 'STATUS' }, config(sock)));
+    assert.equal(err.code, 50);
+    assert.equal(err.msg, `podwire agent unreachable at ${sock}: connection closed without an answer`);
+    assert.equal(agent.requests.length, 1);
+  });
+
   // Depends on the relay reading the answer after a failed send (`send_err` in main(), podwire-cni.c)
   // and keeping the bytes read before an ECONNRESET (`errno == ECONNRESET && len > 0`). The old relay
   // reported 11 (Broken pipe / Connection reset by peer) on every run.
