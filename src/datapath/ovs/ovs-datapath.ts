@@ -473,39 +473,51 @@ export class OvsDatapath implements Datapath {
       this.#cookieDeletions.submit(podCookie(hostIfname)).catch((err: unknown) => {
         if (!(err instanceof NotAvailableError)) throw err; // the switch went away: the replay drops them
       });
+    // OVSDB is away, and with it ovs-vswitchd's OpenFlow service (it serves OpenFlow only while it
+    // holds its database lock; a flow mod would wait for the echo timeout): the replay after OVSDB's
+    // return removes the row, then the flows.
+    const away = () => this.#pendingRemovals.add(hostIfname);
     let vs: VswitchDb;
-    let row: PortRow | undefined;
     try {
-      vs = await this.#db();
-      row = await vs.port(hostIfname);
+      vs = await this.#db(); // no round trip while connected
     } catch (err) {
       if (!ovsdbAway(err)) throw err;
-      // OVSDB is away, and with it ovs-vswitchd's OpenFlow service (it serves OpenFlow only while it
-      // holds its database lock): the replay after OVSDB's return removes the row, then the flows.
-      this.#pendingRemovals.add(hostIfname);
+      away();
       return;
     }
+    // The flows first, sent while OVSDB is asked for the row: that isolates the pod, and their barrier
+    // then never waits behind ovs-vswitchd reconfiguring for removed ports (~10 ms a port on the
+    // userspace datapath; a burst of 100 DELs had one DEL wait a second). Both are batched with the
+    // other DELs in flight. The port's number is podwire's to hand out (ofport_request), and it is
+    // handed out again only once both are gone. (A port without a row has flows only after a failed
+    // insert, below; deleting none of a cookie changes nothing.)
+    const dropping = dropFlows();
+    dropping?.catch(() => {}); // awaited on every path below
+    let row: PortRow | undefined;
+    try {
+      row = await vs.port(hostIfname);
+    } catch (err) {
+      await dropping;
+      if (!ovsdbAway(err)) throw err;
+      away();
+      return;
+    }
+    await dropping;
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) {
       const rowless = this.#rowless.get(hostIfname);
       if (rowless !== undefined && flows) {
-        // The undo of an ADD whose insert failed after its flows went out: they go, then the number.
+        // The undo of an ADD whose insert failed after its flows went out: they went, then the number.
         // (While the switch is away the replay removes them, and frees the number with the others.)
-        await dropFlows();
         this.#rowless.delete(hostIfname);
         this.#ofports.release(rowless);
       }
       return;
     }
-    // The flows first: that isolates the pod, and their barrier then never waits behind ovs-vswitchd
-    // reconfiguring for removed ports (~10 ms a port on the userspace datapath; a burst of 100 DELs
-    // had one DEL wait a second). Both are batched with the other DELs in flight. The port's number
-    // is podwire's to hand out (ofport_request), and it is handed out again only once both are gone.
-    await dropFlows();
     try {
       await this.#portRemovals.submit(row);
     } catch (err) {
       if (!ovsdbAway(err)) throw err;
-      this.#pendingRemovals.add(hostIfname); // lost during the removal: as above
+      away(); // lost during the removal: as above
       return;
     }
     this.#ofports.release(row.ofport, row.ofportRequest);
