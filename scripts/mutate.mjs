@@ -294,7 +294,13 @@ const MUTATIONS = [
   {
     id: 'lb-pod-fdb-check',
     what: "Linux bridge: CHECK does not look at a pod port's static forwarding entry and flooding",
-    edits: [['src/datapath/linux-bridge/bridge-datapath.js', 'this.#forwarding.check(link);', '']],
+    edits: [
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'this.#forwarding.check(link, () => ({',
+        '((_link, _unpinned) => undefined)(link, () => ({',
+      ],
+    ],
     tests: ['test/datapath/linux-bridge-fdb.test.js'],
   },
   {

@@ -350,6 +350,7 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
     assert.deepEqual(await staticOn('pwtfdb1'), [given]);
 
     const restarted = await datapath();
+    await restarted.checkPort('pwtfdb1'); // before reconcile re-attaches: held to the port's static entry
     await must('ip', ['netns', 'exec', nodeNs, 'bridge', 'link', 'set', 'dev', 'pwtfdb1', 'flood', 'on']);
     await restarted.attachPort({ ...port, podMac: '' });
     assert.deepEqual(await staticOn('pwtfdb1'), [given], 'the entry the port had is kept');
@@ -372,7 +373,26 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
     );
     await restarted.checkPort('pwtfdb1');
 
-    await restarted.isolatePort('pwtfdb1');
+    // Restarted again, and the entry lost before any re-attach: CHECK says so all the same.
+    const again = await datapath();
+    await must('ip', [
+      'netns',
+      'exec',
+      nodeNs,
+      'bridge',
+      'fdb',
+      'del',
+      '0a:58:0a:fa:00:02',
+      'dev',
+      'pwtfdb1',
+      'master',
+    ]);
+    await assert.rejects(
+      again.checkPort('pwtfdb1'),
+      (err) => err instanceof PodwireError && /pwtfdb1 has no static forwarding entry/.test(err.message),
+    );
+
+    await again.isolatePort('pwtfdb1');
     nl.deleteLinkByName('pwtfdb1');
     assert.deepEqual(
       (await fdbRows(nodeNs)).filter((r) => r.mac.startsWith('0a:58:0a:fa:00:')),

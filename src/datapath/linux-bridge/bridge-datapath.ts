@@ -164,7 +164,11 @@ export class BridgeDatapath implements Datapath {
       if (this.#uplinkIndex !== 0) nl.addBridgeVlan(this.#uplinkIndex, vlan);
     }
     // After the VLANs: the kernel refuses an entry for a VLAN the port does not have.
-    if (podPort) this.#forwarding.pin(port, this.#fdbVlan(port), this.#pods?.macOf(port.hostIfname));
+    if (podPort) {
+      // ADD knows the pod's VLAN (none: the default, 1); a re-attach is not told it, and reads the port's.
+      const known = port.vlan || (port.podMac !== '' ? 1 : undefined);
+      this.#forwarding.pin(port, this.#fdbVlan(port.hostIfindex, known), this.#pods?.macOf(port.hostIfname));
+    }
     nl.setLinkUp(port.hostIfindex);
     const deadline = performance.now() + FORWARDING_TIMEOUT_MS;
     for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
@@ -252,7 +256,10 @@ export class BridgeDatapath implements Datapath {
     if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
     if (link.bridgePortHairpin === false)
       throw new CheckFailedError(`host veth ${hostIfname} is not in hairpin mode`);
-    this.#forwarding.check(link);
+    this.#forwarding.check(link, () => ({
+      mac: this.#pods?.macOf(hostIfname),
+      vlan: this.#fdbVlan(link.index),
+    }));
     this.#pods?.check(hostIfname);
   }
 
@@ -344,14 +351,13 @@ export class BridgeDatapath implements Datapath {
   }
 
   /**
-   * The VLAN the bridge looks a pod's MAC up in: none without VLAN filtering; else the pod's pool's, or
-   * the default 1. A re-attach is not told the pod's VLAN; its port kept it (its pvid).
+   * The VLAN the bridge looks a pod's MAC up in: none without VLAN filtering; else `known` (ADD: the
+   * pod's pool's, or the default 1), or the port's pvid, which the port kept (re-attach, CHECK).
    */
-  #fdbVlan(port: PodPort): number {
+  #fdbVlan(hostIfindex: number, known?: number): number {
     if (!this.#vlanFiltering) return 0;
-    if (port.vlan) return port.vlan;
-    if (port.podMac !== '') return 1;
-    return this.#o.nl.bridgeVlans(port.hostIfindex).find((v) => v.pvid)?.vid ?? 1;
+    if (known !== undefined) return known;
+    return this.#o.nl.bridgeVlans(hostIfindex).find((v) => v.pvid)?.vid ?? 1;
   }
 
   /**

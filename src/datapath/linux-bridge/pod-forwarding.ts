@@ -66,21 +66,29 @@ export class PodForwarding {
   }
 
   /**
-   * Throws ERR_CHECK_FAILED, naming what differs, when the port floods unknown unicast or lacks the
-   * static entry it was pinned with. `link` is the port as the kernel reports it now.
+   * Throws ERR_CHECK_FAILED, naming what differs, when the port floods unknown unicast or lacks its
+   * static entry. `link` is the port as the kernel reports it now. A port not pinned by this datapath
+   * (restarted, not yet re-attached) is held to `unpinned()`: the MAC its guard holds in that VLAN, or,
+   * with the guards off (`mac` undefined), any static entry in that VLAN.
    */
-  check(link: Link): void {
+  check(link: Link, unpinned: () => { mac: string | undefined; vlan: number }): void {
     if (link.bridgePortUnicastFlood !== false)
       throw new CheckFailedError(
         `host veth ${link.name} floods unknown unicast (bridge port flag flood is on)`,
       );
-    const want = this.#ports.get(link.name);
-    if (!want) throw new CheckFailedError(`host veth ${link.name} has no static forwarding entry recorded`);
-    const forMac = this.#nl.bridgePortFdb(link.index).filter((e) => e.mac === want.mac);
-    if (forMac.some((e) => isStaticMasterEntry(e) && same(e, want))) return;
-    const found = forMac.map(
-      (e) => `${isStaticMasterEntry(e) ? 'static' : 'not static'} vlan ${e.vlan ?? 0}`,
-    );
+    const entries = this.#nl.bridgePortFdb(link.index);
+    const pinned = this.#ports.get(link.name);
+    const { mac, vlan } = pinned ?? unpinned();
+    const want = mac === undefined ? undefined : { mac: normalizeMac(mac), vlan };
+    const statics = entries.filter(isStaticMasterEntry);
+    if (want ? statics.some((e) => same(e, want)) : statics.some((e) => (e.vlan ?? 0) === vlan)) return;
+    if (!want)
+      throw new CheckFailedError(
+        `host veth ${link.name} has no static forwarding entry${vlan === 0 ? '' : ` in vlan ${vlan}`}`,
+      );
+    const found = entries
+      .filter((e) => e.mac === want.mac)
+      .map((e) => `${isStaticMasterEntry(e) ? 'static' : 'not static'} vlan ${e.vlan ?? 0}`);
     throw new CheckFailedError(
       `host veth ${link.name} lacks its static forwarding entry ${pinnedText(want)} (the bridge has ${found.length > 0 ? found.join(', ') : 'none for that MAC on the port'})`,
     );
