@@ -256,6 +256,54 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-linux-bridge.test.js'],
   },
   {
+    id: 'lb-pod-static-fdb',
+    what: "Linux bridge: no static forwarding entry for a pod's MAC (unicast for a silent pod is unknown unicast)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-forwarding.js',
+        'nl.setBridgeStaticFdb({ index: port.hostIfindex, mac, vlan });',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-fdb.test.js'],
+  },
+  {
+    id: 'lb-pod-static-fdb-reattach',
+    what: 'Linux bridge: a re-attached pod port (reconcile after a restart) does not get its static forwarding entry back',
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-forwarding.js',
+        'nl.setBridgeStaticFdb({ index: port.hostIfindex, mac: want.mac, vlan });',
+        '{}',
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-fdb.test.js'],
+  },
+  {
+    id: 'lb-pod-no-unicast-flood',
+    what: 'Linux bridge: unknown unicast flooded to pod ports (every pod receives unicast for a silent one)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-forwarding.js',
+        'nl.setBridgePortUnicastFlood(port.hostIfindex, false);',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-fdb.test.js'],
+  },
+  {
+    id: 'lb-pod-fdb-check',
+    what: "Linux bridge: CHECK does not look at a pod port's static forwarding entry and flooding",
+    edits: [
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'this.#forwarding.check(link, () => ({',
+        '((_link, _unpinned) => undefined)(link, () => ({',
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-fdb.test.js'],
+  },
+  {
     id: 'host-veth-takes-nothing',
     what: "Host veths' own IP stack open (the node takes a pod's packets from any source through it)",
     edits: [['src/agent/cni/cmd-add.js', 'hostVethTakesNothing(hostName);', '']],

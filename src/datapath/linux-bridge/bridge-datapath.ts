@@ -17,6 +17,7 @@ import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } fr
 import { configureGateway } from '../gateway.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
+import { PodForwarding } from './pod-forwarding.js';
 import { PodGuards } from './pod-guards.js';
 
 export interface BridgeDatapathOptions {
@@ -60,9 +61,12 @@ export class BridgeDatapath implements Datapath {
   #pods: PodGuards | undefined;
   /** The nf_tables socket start() opened itself, closed by stop(). */
   #ownNf: NfTables | undefined;
+  /** The pod ports' static forwarding entries and no unknown-unicast flooding (pod-forwarding.ts). */
+  readonly #forwarding: PodForwarding;
 
   constructor(options: BridgeDatapathOptions) {
     this.#o = options;
+    this.#forwarding = new PodForwarding(options.nl);
   }
 
   /**
@@ -123,6 +127,10 @@ export class BridgeDatapath implements Datapath {
    * A pod port is in hairpin mode (`bridge_slave hairpin on`): a pod that reaches a Service whose
    * backend is itself has its frame DNATed by the bridge's netfilter hook (bridge-nf-call-iptables)
    * and bridged back to its own port, which the bridge does only in hairpin mode (decision 19).
+   *
+   * And it receives only what is for the pod: a static forwarding entry for the pod's MAC and no
+   * unknown unicast (`flood off`), so a pod silent beyond the ageing time is not flooded to every
+   * other pod (pod-forwarding.ts, decision 26).
    */
   async attachPort(port: PodPort): Promise<void> {
     // A re-attach (reconcile: no MAC given) of a veth that is not a port of this bridge: the bridge was
@@ -154,6 +162,12 @@ export class BridgeDatapath implements Datapath {
       nl.addBridgeVlan(port.hostIfindex, vlan, { pvid: true, untagged: true });
       nl.deleteBridgeVlan(port.hostIfindex, 1);
       if (this.#uplinkIndex !== 0) nl.addBridgeVlan(this.#uplinkIndex, vlan);
+    }
+    // After the VLANs: the kernel refuses an entry for a VLAN the port does not have.
+    if (podPort) {
+      // ADD knows the pod's VLAN (none: the default, 1); a re-attach is not told it, and reads the port's.
+      const known = port.vlan || (port.podMac !== '' ? 1 : undefined);
+      this.#forwarding.pin(port, this.#fdbVlan(port.hostIfindex, known), this.#pods?.macOf(port.hostIfname));
     }
     nl.setLinkUp(port.hostIfindex);
     const deadline = performance.now() + FORWARDING_TIMEOUT_MS;
@@ -219,8 +233,10 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByName(hostIfname);
     if (link && link.masterIndex === this.#bridgeIndex)
       this.#o.nl.setBridgePortState(link.index, BR_STATE_DISABLED);
-    // The guard leaves with the port (DEL isolates, then deletes the veth).
+    // The guard leaves with the port (DEL isolates, then deletes the veth); the static entry goes with
+    // the veth, and until then points at a disabled port. A new pod of the same MAC moves it to its own.
     this.#pods?.remove(hostIfname);
+    this.#forwarding.forget(hostIfname);
   }
 
   /** Equivalent to: `ip link set HOSTVETH nomaster`; nothing to do when the link is gone. */
@@ -228,6 +244,7 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByName(hostIfname);
     if (link && link.masterIndex === this.#bridgeIndex) this.#o.nl.setMaster(link.index, 0);
     this.#pods?.remove(hostIfname);
+    this.#forwarding.forget(hostIfname); // its entries left the bridge with it
   }
 
   async checkPort(hostIfname: string): Promise<void> {
@@ -239,6 +256,10 @@ export class BridgeDatapath implements Datapath {
     if (!link.up) throw new CheckFailedError(`host veth ${hostIfname} is down`);
     if (link.bridgePortHairpin === false)
       throw new CheckFailedError(`host veth ${hostIfname} is not in hairpin mode`);
+    this.#forwarding.check(link, () => ({
+      mac: this.#pods?.macOf(hostIfname),
+      vlan: this.#fdbVlan(link.index),
+    }));
     this.#pods?.check(hostIfname);
   }
 
@@ -278,6 +299,7 @@ export class BridgeDatapath implements Datapath {
   async stop(): Promise<void> {
     this.#bridgeIndex = 0;
     this.#pods = undefined;
+    this.#forwarding.clear();
     this.#ownNf?.close();
     this.#ownNf = undefined;
   }
@@ -326,6 +348,16 @@ export class BridgeDatapath implements Datapath {
       for (const v of byPort.get(l.index) ?? []) if (v.vid !== 1) vids.add(v.vid);
     }
     return vids;
+  }
+
+  /**
+   * The VLAN the bridge looks a pod's MAC up in: none without VLAN filtering; else `known` (ADD: the
+   * pod's pool's, or the default 1), or the port's pvid, which the port kept (re-attach, CHECK).
+   */
+  #fdbVlan(hostIfindex: number, known?: number): number {
+    if (!this.#vlanFiltering) return 0;
+    if (known !== undefined) return known;
+    return this.#o.nl.bridgeVlans(hostIfindex).find((v) => v.pvid)?.vid ?? 1;
   }
 
   /**

@@ -72,6 +72,11 @@ export class PodGuards {
       );
   }
 
+  /** The MAC the port's guard holds (what the pod's frames are let through with); undefined without a guard. */
+  macOf(hostIfname: string): string | undefined {
+    return this.#pods.get(hostIfname)?.mac || undefined;
+  }
+
   /** The host veths guarded now. */
   names(): string[] {
     return [...this.#pods.keys()];

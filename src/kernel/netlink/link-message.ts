@@ -218,6 +218,8 @@ export function linkFromBody(body: LinkBody): Link {
     if (state !== undefined && state.value.length >= 1) link.bridgePortState = state.value[0];
     const mode = attrs.linkinfo.slaveData?.find((a) => attrType(a) === L.IFLA_BRPORT_MODE);
     if (mode !== undefined && mode.value.length >= 1) link.bridgePortHairpin = mode.value[0] !== 0;
+    const flood = attrs.linkinfo.slaveData?.find((a) => attrType(a) === L.IFLA_BRPORT_UNICAST_FLOOD);
+    if (flood !== undefined && flood.value.length >= 1) link.bridgePortUnicastFlood = flood.value[0] !== 0;
   }
   if (attrs.linkNetnsid !== undefined) link.linkNetnsId = attrs.linkNetnsid;
   if (attrs.linkinfo?.kind === 'vxlan' && attrs.linkinfo.data !== undefined) {

@@ -11,6 +11,8 @@ import { parseMac } from '../../base/mac.js';
 import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { RtAttr } from './attributes.js';
+import type { StaticFdbSpec } from './bridge-port.js';
+import * as BridgePortOps from './bridge-port.js';
 import type { BridgeVlan, BridgeVlanOptions } from './bridge-vlan.js';
 import * as BridgeVlanOps from './bridge-vlan.js';
 import {
@@ -240,6 +242,26 @@ export class Rtnetlink implements Disposable {
     // Slave data is applied by RTM_NEWLINK on an existing link (no NLM_F_CREATE); RTM_SETLINK ignores it.
     const attrs: LinkAttributes = { linkinfo: { slaveKind: 'bridge', slaveData: [mode] } };
     this.#sock.request(R.RTM_NEWLINK, 0, encodeLinkBody({ ifi: ifInfoMsg({ index }), attrs }));
+  }
+
+  /** Equivalent to: `bridge link set dev INDEX flood on|off` (unknown unicast; see bridge-port.ts). */
+  setBridgePortUnicastFlood(index: number, on: boolean): void {
+    BridgePortOps.setUnicastFlood(this.#sock, index, on);
+  }
+
+  /** Equivalent to: `bridge fdb replace MAC dev INDEX master static [vlan VID]`. */
+  setBridgeStaticFdb(spec: StaticFdbSpec): void {
+    BridgePortOps.setStaticFdb(this.#sock, spec);
+  }
+
+  /** Equivalent to: `bridge fdb del MAC dev INDEX master [vlan VID]`. False when there is no such entry. */
+  deleteBridgeFdb(spec: StaticFdbSpec): boolean {
+    return BridgePortOps.deleteMasterFdb(this.#sock, spec);
+  }
+
+  /** Equivalent to: `bridge fdb show brport INDEX`. */
+  bridgePortFdb(index: number): FdbEntry[] {
+    return BridgePortOps.portFdb(this.#sock, index);
   }
 
   /** Equivalent to: `ip link set dev INDEX type bridge vlan_filtering 0|1`. */

@@ -24,6 +24,8 @@ export interface Link {
   bridgePortState?: number;
   /** IFLA_BRPORT_MODE from IFLA_INFO_SLAVE_DATA, when the link is a bridge port: hairpin mode on. */
   bridgePortHairpin?: boolean;
+  /** IFLA_BRPORT_UNICAST_FLOOD from IFLA_INFO_SLAVE_DATA, when the link is a bridge port: unknown unicast flooded to it. */
+  bridgePortUnicastFlood?: boolean;
   /** IFLA_OPERSTATE, named as `ip -j link` prints it: 'UP', 'DOWN', 'LOWERLAYERDOWN', 'UNKNOWN', ... */
   operstate?: string;
   /** IFLA_LINK: for a veth, the peer's index (in the peer's namespace when linkNetnsId is set). */
@@ -180,7 +182,7 @@ export interface FdbEntry {
   dst?: string;
   /** ndm_state (NUD_*). */
   state: number;
-  /** ndm_flags (NTF_SELF for the device's own entries, NTF_MASTER for its bridge's). */
+  /** ndm_flags (NTF_SELF for the device's own entries; a bridge reports its own with `master` set instead). */
   flags: number;
   /** NDA_VNI, when it differs from the vxlan device's. */
   vni?: number;

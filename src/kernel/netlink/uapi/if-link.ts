@@ -54,6 +54,8 @@ export function operstateName(state: number): string {
 export const IFLA_BRPORT_STATE = 1;
 /** u8: hairpin mode, the bridge may send a frame back out of the port it came in on. */
 export const IFLA_BRPORT_MODE = 4;
+/** u8: the bridge floods unicast frames to unknown destinations out of this port (`bridge link set flood`). */
+export const IFLA_BRPORT_UNICAST_FLOOD = 9;
 
 /** BR_STATE_* (linux/if_bridge.h): a port passes frames only in FORWARDING. */
 export const BR_STATE_DISABLED = 0;
