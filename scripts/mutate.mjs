@@ -195,6 +195,12 @@ const MUTATIONS = [
     tests: ['test/datapath/ovs/replay-races.test.js'],
   },
   {
+    id: 'lb-pod-fdb-sticky',
+    what: "Linux bridge: a pod's static forwarding entry is not sticky (a frame from the uplink with the pod's MAC moves it there)",
+    edits: [['src/kernel/netlink/bridge-port.js', 'NTF_MASTER | NTF_STICKY', 'NTF_MASTER']],
+    tests: ['test/datapath/linux-bridge-fdb.test.js'],
+  },
+  {
     id: 'ovs-open-port-before-pod-side',
     what: 'OVS ADD: the port is sent to the switch only in attachPort, after the pod side',
     edits: [['src/agent/cni/cmd-add.js', 'if (datapath.openPort) {', 'if (datapath.openPort && false) {']],

@@ -14,7 +14,8 @@
  * bridge-datapath.ts `#attach` for pod ports only:
  *   [static]   `nl.setBridgeStaticFdb(...)` (ADD) and the re-attach's `setBridgeStaticFdb`;
  *   [no-flood] `nl.setBridgePortUnicastFlood(port.hostIfindex, false)`;
- *   [check]    `PodForwarding.check`, from `BridgeDatapath.checkPort`.
+ *   [check]    `PodForwarding.check`, from `BridgeDatapath.checkPort`;
+ *   [sticky]   NTF_STICKY in `setStaticFdb` (src/kernel/netlink/bridge-port.ts; lb-pod-fdb-sticky).
  * Each test says which; each fails with its line taken out (scripts/mutate.mjs: lb-pod-static-fdb,
  * lb-pod-static-fdb-reattach, lb-pod-no-unicast-flood, lb-pod-fdb-check), the behavioural test on its
  * own assertion: without [static] on "A reaches B", without [no-flood] on "C received no unknown
@@ -35,6 +36,7 @@ import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { nftIn } from '../../src/kernel/nft.js';
 import { type SysctlWriter, writeSysctl } from '../../src/kernel/sysctl.js';
 import { hostVethOf, podMacOf } from './ovs/ovs-node.js';
+import { ScapySender, scapyAvailable } from './ovs/scapy-sender.js';
 
 /** A MAC no pod, gateway or node has: unicast to it is unknown unicast. */
 const UNKNOWN_MAC = '02:00:5e:10:00:99';
@@ -42,6 +44,7 @@ const UNKNOWN_MAC = '02:00:5e:10:00:99';
 interface FdbRow {
   mac: string;
   ifname?: string;
+  flags?: string[];
   master?: string;
   state?: string;
   vlan?: number;
@@ -118,8 +121,8 @@ describe('static forwarding entries and no unknown-unicast flooding on pod ports
     for (const p of Object.values(pods)) {
       const mine = rows.filter((r) => r.mac === p.mac);
       assert.deepEqual(
-        mine.map((r) => [r.ifname, r.master, r.state]),
-        [[p.veth, BRIDGE, 'static']],
+        mine.map((r) => [r.ifname, r.master, r.state, r.flags?.includes('sticky')]),
+        [[p.veth, BRIDGE, 'static', true]],
         `fdb for ${p.mac}: ${JSON.stringify(mine)}`,
       );
       const flags = await portFlags(node.nodeNs, p.veth);
@@ -241,7 +244,7 @@ describe('static forwarding entries and no unknown-unicast flooding on pod ports
     assert.equal((lost.json as { code: number }).code, 104, lost.stdout);
     assert.match(
       (lost.json as { msg: string }).msg,
-      new RegExp(`${b.veth} lacks its static forwarding entry ${b.mac}`),
+      new RegExp(`${b.veth} lacks its sticky static forwarding entry ${b.mac}`),
     );
 
     await must('ip', [
@@ -389,7 +392,8 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
     ]);
     await assert.rejects(
       again.checkPort('pwtfdb1'),
-      (err) => err instanceof PodwireError && /pwtfdb1 has no static forwarding entry/.test(err.message),
+      (err) =>
+        err instanceof PodwireError && /pwtfdb1 has no sticky static forwarding entry/.test(err.message),
     );
 
     await again.isolatePort('pwtfdb1');
@@ -414,6 +418,81 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
       assert.deepEqual(await staticOn('pwtfdbup'), []);
     } finally {
       await dp.detachUplink({ ifname: 'pwtfdbup', index: link.index, targetMac: '02:00:00:00:00:01' });
+    }
+  });
+
+  // [sticky]: NTF_STICKY in `setStaticFdb` (src/kernel/netlink/bridge-port.ts). A static entry alone is
+  // moved by learning to the port a frame with its MAC as source came in on: here the uplink, from a
+  // host of the underlay in bridging mode, which then receives the pod's traffic. Also: CHECK names an
+  // entry that is static but not sticky, and a re-attach makes it sticky.
+  test("a frame from the uplink with a pod's MAC as source does not move the pod's entry; CHECK wants it sticky", {
+    skip: !scapyAvailable() && 'python3-scapy is not installed',
+  }, async () => {
+    const dp = made.at(-1);
+    assert.ok(dp);
+    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdb2', 'type', 'veth', 'peer', 'name', 'pwtfdb2p']);
+    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdbu2', 'type', 'veth', 'peer', 'name', 'pwtfdbu2p']);
+    for (const dev of ['pwtfdb2p', 'pwtfdbu2p']) await must('ip', ['-n', nodeNs, 'link', 'set', dev, 'up']);
+    const pod = nl.linkByName('pwtfdb2');
+    const up = nl.linkByName('pwtfdbu2');
+    assert.ok(pod && up?.mac);
+    const mac = '0a:58:0a:fa:00:0b';
+    const port = {
+      hostIfname: 'pwtfdb2',
+      hostIfindex: pod.index,
+      containerId: 'c2',
+      ifname: 'eth0',
+      podMac: mac,
+      podIps: ['10.250.0.11'],
+    };
+    await dp.attachPort(port);
+    await dp.attachUplink({ ifname: 'pwtfdbu2', index: up.index, mac: up.mac, ips: [] });
+    const scapy = await ScapySender.start(nodeNs);
+    try {
+      // The underlay's side of the uplink sends as the pod (broadcast, so the bridge takes it in).
+      await scapy.send(
+        `Ether(src='${mac}', dst='ff:ff:ff:ff:ff:ff')/IP(src='10.250.0.99', dst='10.250.0.255')/UDP(dport=9)`,
+        3,
+        'pwtfdbu2p',
+      );
+      const rows = (await fdbRows(nodeNs)).filter((r) => r.mac === mac);
+      assert.deepEqual(
+        rows.map((r) => r.ifname),
+        ['pwtfdb2'],
+        `the pod's entry stays on its port: ${JSON.stringify(rows)}`,
+      );
+      await dp.checkPort('pwtfdb2');
+      await must('ip', [
+        'netns',
+        'exec',
+        nodeNs,
+        'bridge',
+        'fdb',
+        'replace',
+        mac,
+        'dev',
+        'pwtfdb2',
+        'master',
+        'static',
+      ]);
+      await assert.rejects(
+        dp.checkPort('pwtfdb2'),
+        (err) =>
+          err instanceof PodwireError &&
+          /lacks its sticky static forwarding entry .*\(the bridge has static vlan 0\)/.test(err.message),
+      );
+      await dp.attachPort({ ...port, podMac: '' });
+      assert.ok(
+        (await fdbRows(nodeNs)).some((r) => r.mac === mac && r.flags?.includes('sticky')),
+        're-attach made it sticky',
+      );
+      await dp.checkPort('pwtfdb2');
+    } finally {
+      await scapy.close();
+      await dp.detachUplink({ ifname: 'pwtfdbu2', index: up.index, targetMac: '02:00:00:00:00:02' });
+      await dp.isolatePort('pwtfdb2').catch(() => undefined);
+      nl.deleteLinkByName('pwtfdb2');
+      nl.deleteLinkByName('pwtfdbu2');
     }
   });
 });

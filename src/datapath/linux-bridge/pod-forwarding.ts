@@ -14,7 +14,7 @@
 import { CheckFailedError, DatapathError } from '../../base/errors.js';
 import { normalizeMac } from '../../base/mac.js';
 import { podMac } from '../../base/pod-mac.js';
-import { isStaticMasterEntry } from '../../kernel/netlink/bridge-port.js';
+import { isStaticMasterEntry, isStickyEntry } from '../../kernel/netlink/bridge-port.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { FdbEntry, Link } from '../../kernel/netlink/types.js';
 import type { PodPort } from '../datapath.js';
@@ -38,11 +38,11 @@ export class PodForwarding {
 
   /**
    * Equivalent to: `bridge link set dev HOSTVETH flood off; bridge fdb replace MAC dev HOSTVETH master
-   * static [vlan VID]`, on a port of the bridge before it comes up, so the pod never receives another's
+   * static sticky [vlan VID]`, on a port of the bridge before it comes up, so the pod never receives another's
    * flooded unicast. A re-attach (reconcile after a restart: no MAC given) pins the MAC the pod guards
    * hold for the port (`guardMac`), or, with the guards off, the one a static entry of the port already
    * has, or else the MAC ADD derives from the addresses (base/pod-mac.ts); an entry already there is
-   * left as it is, and static entries of the port for another MAC or VLAN are removed.
+   * left as it is (made sticky if it is not), and static entries of the port for another MAC or VLAN are removed.
    */
   pin(port: PodPort, vlan: number, guardMac: string | undefined): void {
     const nl = this.#nl;
@@ -60,14 +60,14 @@ export class PodForwarding {
     const want: Pinned = { mac: normalizeMac(mac), vlan };
     for (const e of statics)
       if (!same(e, want)) nl.deleteBridgeFdb({ index: port.hostIfindex, mac: e.mac, vlan: e.vlan });
-    if (!statics.some((e) => same(e, want)))
+    if (!statics.some((e) => same(e, want) && isStickyEntry(e)))
       nl.setBridgeStaticFdb({ index: port.hostIfindex, mac: want.mac, vlan });
     this.#ports.set(port.hostIfname, want);
   }
 
   /**
    * Throws ERR_CHECK_FAILED, naming what differs, when the port floods unknown unicast or lacks its
-   * static entry. `link` is the port as the kernel reports it now. A port not pinned by this datapath
+   * sticky static entry. `link` is the port as the kernel reports it now. A port not pinned by this datapath
    * (restarted, not yet re-attached) is held to `unpinned()`: the MAC its guard holds in that VLAN, or,
    * with the guards off (`mac` undefined), any static entry in that VLAN.
    */
@@ -81,16 +81,20 @@ export class PodForwarding {
     const { mac, vlan } = pinned ?? unpinned();
     const want = mac === undefined ? undefined : { mac: normalizeMac(mac), vlan };
     const statics = entries.filter(isStaticMasterEntry);
-    if (want ? statics.some((e) => same(e, want)) : statics.some((e) => (e.vlan ?? 0) === vlan)) return;
+    const pinnedHere = (e: FdbEntry) => isStickyEntry(e) && (want ? same(e, want) : (e.vlan ?? 0) === vlan);
+    if (statics.some(pinnedHere)) return;
     if (!want)
       throw new CheckFailedError(
-        `host veth ${link.name} has no static forwarding entry${vlan === 0 ? '' : ` in vlan ${vlan}`}`,
+        `host veth ${link.name} has no sticky static forwarding entry${vlan === 0 ? '' : ` in vlan ${vlan}`}`,
       );
     const found = entries
       .filter((e) => e.mac === want.mac)
-      .map((e) => `${isStaticMasterEntry(e) ? 'static' : 'not static'} vlan ${e.vlan ?? 0}`);
+      .map(
+        (e) =>
+          `${isStaticMasterEntry(e) ? 'static' : 'not static'}${isStickyEntry(e) ? ' sticky' : ''} vlan ${e.vlan ?? 0}`,
+      );
     throw new CheckFailedError(
-      `host veth ${link.name} lacks its static forwarding entry ${pinnedText(want)} (the bridge has ${found.length > 0 ? found.join(', ') : 'none for that MAC on the port'})`,
+      `host veth ${link.name} lacks its sticky static forwarding entry ${pinnedText(want)} (the bridge has ${found.length > 0 ? found.join(', ') : 'none for that MAC on the port'})`,
     );
   }
 

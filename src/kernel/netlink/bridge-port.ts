@@ -20,7 +20,14 @@ import { decodeNeighBody, encodeNeighBody, fdbFromBody, ndMsg } from './neigh-me
 import type { NetlinkSocket } from './socket.js';
 import type { FdbEntry } from './types.js';
 import { IFLA_BRPORT_UNICAST_FLOOD, IFLA_PROTINFO } from './uapi/if-link.js';
-import { AF_BRIDGE, NTF_MASTER, NUD_NOARP, NUD_PERMANENT, NUD_REACHABLE } from './uapi/neighbour.js';
+import {
+  AF_BRIDGE,
+  NTF_MASTER,
+  NTF_STICKY,
+  NUD_NOARP,
+  NUD_PERMANENT,
+  NUD_REACHABLE,
+} from './uapi/neighbour.js';
 import { NLA_F_NESTED, NLM_F_CREATE, NLM_F_REPLACE } from './uapi/netlink.js';
 import * as R from './uapi/rtnetlink.js';
 
@@ -38,10 +45,10 @@ function checkVlan(vlan: number): void {
     throw new InternalError(`bridge VLAN ${vlan} is not in 0-4094`);
 }
 
-function masterFdbBody(spec: StaticFdbSpec, state: number): Uint8Array {
+function masterFdbBody(spec: StaticFdbSpec, state: number, flags = NTF_MASTER): Uint8Array {
   const vlan = spec.vlan ?? 0;
   checkVlan(vlan);
-  const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state, flags: NTF_MASTER });
+  const ndm = ndMsg({ family: AF_BRIDGE, index: spec.index, state, flags });
   return encodeNeighBody({ ndm, attrs: { lladdr: parseMac(spec.mac), ...(vlan === 0 ? {} : { vlan }) } });
 }
 
@@ -61,12 +68,18 @@ export function setUnicastFlood(sock: NetlinkSocket, index: number, on: boolean)
 }
 
 /**
- * Equivalent to: `bridge fdb replace MAC dev INDEX master static [vlan VID]`. Replaces an entry the
- * bridge learned for the MAC (or one on another port) with a static one on this port. A VLAN must
- * already be one of the port's.
+ * Equivalent to: `bridge fdb replace MAC dev INDEX master static sticky [vlan VID]`. Replaces an entry
+ * the bridge learned for the MAC (or one on another port) with a static one on this port. Sticky: a
+ * static entry alone is moved by learning to any port a frame with its MAC as source comes in on (the
+ * uplink in bridging mode, a pod without guards), and with it the pod's traffic. A VLAN must already
+ * be one of the port's.
  */
 export function setStaticFdb(sock: NetlinkSocket, spec: StaticFdbSpec): void {
-  sock.request(R.RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, masterFdbBody(spec, NUD_NOARP | NUD_REACHABLE));
+  sock.request(
+    R.RTM_NEWNEIGH,
+    NLM_F_CREATE | NLM_F_REPLACE,
+    masterFdbBody(spec, NUD_NOARP | NUD_REACHABLE, NTF_MASTER | NTF_STICKY),
+  );
 }
 
 /** Equivalent to: `bridge fdb del MAC dev INDEX master [vlan VID]`. False when there is no such entry (ENOENT). */
@@ -100,4 +113,9 @@ export function portFdb(sock: NetlinkSocket, index: number): FdbEntry[] {
  */
 export function isStaticMasterEntry(e: FdbEntry): boolean {
   return e.master !== undefined && (e.state & NUD_NOARP) !== 0 && (e.state & NUD_PERMANENT) === 0;
+}
+
+/** An entry learning never moves (`bridge fdb` prints "sticky"). */
+export function isStickyEntry(e: FdbEntry): boolean {
+  return (e.flags & NTF_STICKY) !== 0;
 }
