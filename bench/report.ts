@@ -168,6 +168,12 @@ export function detailTables(rep: BenchReport): string {
   );
   out.push(...shareTable('Scenario 2, the same inside bursts:', rep.burst?.agent));
   out.push(...shareTable('Scenario 4, podwire on OVS, one at a time:', rep.ovs?.sequential?.agent));
+  out.push(
+    ...shareTable(
+      'Scenario 4, podwire on the Linux bridge beside it, one at a time:',
+      rep.ovs?.sequential?.agents?.podwire,
+    ),
+  );
   out.push(...shareTable('Scenario 4, podwire on OVS, in bursts:', rep.ovs?.burst?.agent));
   const s3 = rep.soak;
   if (s3) {

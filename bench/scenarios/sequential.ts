@@ -37,6 +37,8 @@ export interface SequentialResult {
   subjects: PerSubject<SequentialSubject>;
   /** podwire: the agent's own time per call and the rest (relay, exec). */
   agent: AgentShare | undefined;
+  /** The same for every subject with an agent (scenario 4: podwire on OVS and on the bridge). */
+  agents: PerSubject<AgentShare>;
 }
 
 export interface SequentialRunOptions {
@@ -67,7 +69,12 @@ export async function runSequential(
     subjects: {},
     // The first subject with an agent: podwire, or podwire-ovs in scenario 4.
     agent: podwireShare(batches.get(subjects.find((s) => s.agent)?.name ?? '') ?? []),
+    agents: {},
   };
+  for (const s of subjects) {
+    const share = s.agent ? podwireShare(batches.get(s.name) ?? []) : undefined;
+    if (share) result.agents[s.name] = share;
+  }
   for (const [name, bs] of batches) {
     const execs = bs.flatMap((b) => b.execs);
     result.subjects[name as SubjectName] = {
