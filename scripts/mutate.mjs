@@ -201,22 +201,10 @@ const MUTATIONS = [
     tests: ['test/datapath/linux-bridge-fdb.test.js'],
   },
   {
-    id: 'ovs-isolated-port-left-out-of-replay',
-    what: "OVS: a replay between DEL's answer and the row's removal puts the deleted pod's flows back",
-    edits: [
-      [
-        'src/datapath/ovs/ovs-datapath.js',
-        'await this.#portOp(async () => {\n            this.#pendingRemovals.add(hostIfname);',
-        'await this.#portOp(async () => {',
-      ],
-    ],
-    tests: ['test/agent/ovs-port-overlap.test.js'],
-  },
-  {
     id: 'ovs-open-port-before-pod-side',
     what: 'OVS ADD: the port is sent to the switch only in attachPort, after the pod side',
     edits: [['src/agent/cni/cmd-add.js', 'if (datapath.openPort) {', 'if (datapath.openPort && false) {']],
-    tests: ['test/agent/ovs-port-overlap.test.js'],
+    tests: ['test/agent/ovs-open-port.test.js'],
   },
   {
     id: 'gc-orphan-ports-judged-now',

@@ -72,16 +72,9 @@ export interface Datapath {
   /**
    * Makes the port carry no frame any more, at once, before its veth is deleted: after it resolves
    * the pod's address may go to another pod while the kernel unregisters the veth (~20 ms). The
-   * Linux bridge disables the port; OVS removes the port's flows (its row goes in
-   * `removeIsolatedPort`). Succeeds when it is gone.
+   * Linux bridge disables the port; OVS removes the port's flows and row. Succeeds when it is gone.
    */
   isolatePort(hostIfname: string): Promise<void>;
-  /**
-   * Optional: what `isolatePort` leaves for after DEL's answer, done before the veth's deletion and
-   * on the attachment's key (OVS: the port's row, and its OpenFlow number free again). Succeeds when
-   * it is gone. Absent where isolating leaves nothing but the veth (the Linux bridge).
-   */
-  removeIsolatedPort?(hostIfname: string): Promise<void>;
   /** Detaches the port; succeeds when it is already gone. */
   detachPort(hostIfname: string): Promise<void>;
   /** Throws ERR_CHECK_FAILED, naming what differs, when the port is not attached as `attachPort` left it. */

@@ -13,17 +13,12 @@ export class FaultyDatapath implements Datapath {
   readonly dropCounters?: () => Promise<Array<{ guard: string; packets: number }>>;
   /** Only when the real datapath opens ports ahead (OVS); synchronous, so "before" and "after" only. */
   readonly openPort?: (port: PodPort) => void;
-  /** Only when the real datapath leaves part of an isolated port for later (OVS). */
-  readonly removeIsolatedPort?: (hostIfname: string) => Promise<void>;
 
   constructor(inner: Datapath, plan: FaultPlan) {
     this.#inner = inner;
     this.#plan = plan;
     const counters = inner.dropCounters?.bind(inner);
     if (counters) this.dropCounters = () => this.#call('dropCounters', counters);
-    const removeIsolated = inner.removeIsolatedPort?.bind(inner);
-    if (removeIsolated)
-      this.removeIsolatedPort = (name) => this.#call('removeIsolatedPort', () => removeIsolated(name));
     const openPort = inner.openPort?.bind(inner);
     if (openPort)
       this.openPort = (port) => plan.wrapSync('datapath.openPort', 'ERR_DATAPATH', () => openPort(port));

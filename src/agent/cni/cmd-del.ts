@@ -1,11 +1,11 @@
 /**
  * CNI DEL: undoes ADD in reverse order: announcements, the datapath port (isolated at once), the
- * IPAM claim, then what isolating left of the port (OVS: its row) and the veth. Needs no netns: deleting the host end removes the pod end with it, and
+ * IPAM claim, then the veth. Needs no netns: deleting the host end removes the pod end with it, and
  * the address is released even when the namespace is long gone. Succeeds when any part is already
  * gone.
  *
- * The answer goes back as soon as the pod is cut off and its address released (`answer`); the OVS
- * row's removal and the kernel's ~20 ms of RCU waits to unregister the veth run after it, still on the attachment's key, so
+ * The answer goes back as soon as the pod is cut off and its address released (`answer`); the
+ * kernel's ~20 ms of RCU waits to unregister the veth run after it, still on the attachment's key, so
  * a later call on the same attachment waits for them. A deletion that fails then is logged; reconcile
  * at start and `podwire gc` remove the veth (it has no claim any more).
  *
@@ -47,21 +47,9 @@ export async function cmdDel(
   const released = await ctx.ipam.release(att);
   t.mark('ipam');
   answer();
-  // What isolating left of the port (OVS: its row), then the veth. The deletion counts as in flight
-  // from now: an ADD that finds the pod's interface still there waits for it (decision 14).
-  const port = ctx.datapath.removeIsolatedPort?.(hostName).then(
-    () => t.mark('port'),
-    (err: unknown) => {
-      // The port carries nothing (isolated); reconcile at start and `podwire gc` remove what is left.
-      log.error('port removal failed after DEL answered; reconcile will remove it', {
-        hostVeth: hostName,
-        err: String(err),
-      });
-    },
-  );
   let removedVeth: boolean;
   try {
-    removedVeth = await ctx.nl.deleteLinkByNameAfter(hostName, port ?? Promise.resolve());
+    removedVeth = await ctx.nl.deleteLinkByNameAsync(hostName);
   } catch (err) {
     log.error('veth deletion failed after DEL answered; reconcile will remove it', {
       hostVeth: hostName,

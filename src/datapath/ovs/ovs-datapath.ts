@@ -442,33 +442,8 @@ export class OvsDatapath implements Datapath {
     }
   }
 
-  /**
-   * The port's flows go: nothing of the pod passes the bridge any more (its frames meet no guard, and
-   * no flow forwards to it). Its row stays until `removeIsolatedPort`, after DEL's answer; until then
-   * the replay leaves the port out and removes its row itself (#pendingRemovals), so no replay puts
-   * back the flows of a pod whose address may already be another's.
-   */
-  async isolatePort(hostIfname: string): Promise<void> {
-    if (this.#replaying) await this.#replaying;
-    await this.#portOp(async () => {
-      this.#pendingRemovals.add(hostIfname);
-      // OVSDB away: so is ovs-vswitchd's OpenFlow service (see #detachPort), and the replay after
-      // OVSDB's return removes the row, then the flows.
-      try {
-        await this.#db();
-      } catch (err) {
-        if (!ovsdbAway(err)) throw err;
-        return;
-      }
-      const flows = this.#switchReady ? this.#flows : undefined;
-      if (!flows) return; // the switch is away: the replay that brings it back leaves them out
-      await this.#cookieDeletions.submit(podCookie(hostIfname)).catch((err: unknown) => {
-        if (!(err instanceof NotAvailableError)) throw err;
-      });
-    });
-  }
-
-  removeIsolatedPort(hostIfname: string): Promise<void> {
+  /** The port's flows and row go: nothing of the pod passes the bridge any more. */
+  isolatePort(hostIfname: string): Promise<void> {
     return this.detachPort(hostIfname);
   }
 
@@ -529,7 +504,6 @@ export class OvsDatapath implements Datapath {
     }
     await dropping;
     if (!row || row.externalIds[EXT_ROLE] !== ROLE_POD) {
-      this.#pendingRemovals.delete(hostIfname); // an isolated port whose row a replay removed
       const rowless = this.#rowless.get(hostIfname);
       if (rowless !== undefined && flows) {
         // The undo of an ADD whose insert failed after its flows went out: they went, then the number.
@@ -546,7 +520,6 @@ export class OvsDatapath implements Datapath {
       away(); // lost during the removal: as above
       return;
     }
-    this.#pendingRemovals.delete(hostIfname);
     this.#ofports.release(row.ofport, row.ofportRequest);
     const vlan = parsePodExternalIds(row.externalIds)?.vlan;
     if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);

@@ -332,25 +332,6 @@ export class Rtnetlink implements Disposable {
   }
 
   /**
-   * `deleteLinkByNameAsync` once `first` has settled (whatever its outcome), counted as in flight
-   * from now: `deletionsSettled` waits for it while `first` still runs (DEL: the port's removal from
-   * the switch, then its veth).
-   */
-  async deleteLinkByNameAfter(name: string, first: Promise<unknown>): Promise<boolean> {
-    const deletion = first.then(
-      () => this.#deleteLinkAsync(0, { ifname: name }),
-      () => this.#deleteLinkAsync(0, { ifname: name }),
-    );
-    const settled = deletion.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#deletions.add(settled);
-    void settled.then(() => this.#deletions.delete(settled));
-    return deletion;
-  }
-
-  /**
    * `deleteLinkByNameAsync` by index: the very link that was listed, never a newer one that took its
    * name since. Equivalent to: `ip link del dev INDEX`.
    */
