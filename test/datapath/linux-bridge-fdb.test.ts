@@ -333,34 +333,42 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
   const staticOn = async (dev: string) =>
     (await fdbRows(nodeNs)).filter((r) => r.ifname === dev && r.state === 'static').map((r) => r.mac);
 
+  /** `bridge ARGS...` in the node namespace (iproute2's side). */
+  const bridgeCmd = (...args: string[]) => must('ip', ['netns', 'exec', nodeNs, 'bridge', ...args]);
+
+  /** A veth NAME in the node namespace, its peer NAMEp up, as the port of a pod with `mac` and `ip`. */
+  const vethPort = async (name: string, containerId: string, mac: string, ip: string) => {
+    await must('ip', ['-n', nodeNs, 'link', 'add', name, 'type', 'veth', 'peer', 'name', `${name}p`]);
+    await must('ip', ['-n', nodeNs, 'link', 'set', `${name}p`, 'up']);
+    const link = nl.linkByName(name);
+    assert.ok(link);
+    return {
+      hostIfname: name,
+      hostIfindex: link.index,
+      containerId,
+      ifname: 'eth0',
+      podMac: mac,
+      podIps: [ip],
+    };
+  };
+
   // PodForwarding.pin, re-attach branch: the port's own static entry first, else the MAC of the addresses.
   test('a restarted datapath re-attaching without a MAC keeps the static entry the port has, or derives it from the addresses', async () => {
-    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdb1', 'type', 'veth', 'peer', 'name', 'pwtfdb1p']);
-    await must('ip', ['-n', nodeNs, 'link', 'set', 'pwtfdb1p', 'up']);
-    const link = nl.linkByName('pwtfdb1');
-    assert.ok(link);
     // A MAC that is not the one of the addresses (0a:58:0a:fa:00:02), so the two cases differ.
     const given = '0a:58:0a:fa:00:09';
-    const port = {
-      hostIfname: 'pwtfdb1',
-      hostIfindex: link.index,
-      containerId: 'c1',
-      ifname: 'eth0',
-      podMac: given,
-      podIps: ['10.250.0.2'],
-    };
+    const port = await vethPort('pwtfdb1', 'c1', given, '10.250.0.2');
     await (await datapath()).attachPort(port);
     assert.deepEqual(await staticOn('pwtfdb1'), [given]);
 
     const restarted = await datapath();
     await restarted.checkPort('pwtfdb1'); // before reconcile re-attaches: held to the port's static entry
-    await must('ip', ['netns', 'exec', nodeNs, 'bridge', 'link', 'set', 'dev', 'pwtfdb1', 'flood', 'on']);
+    await bridgeCmd('link', 'set', 'dev', 'pwtfdb1', 'flood', 'on');
     await restarted.attachPort({ ...port, podMac: '' });
     assert.deepEqual(await staticOn('pwtfdb1'), [given], 'the entry the port had is kept');
     assert.equal((await portFlags(nodeNs, 'pwtfdb1')).flood, false, 'flooding off again');
     await restarted.checkPort('pwtfdb1');
 
-    await must('ip', ['netns', 'exec', nodeNs, 'bridge', 'fdb', 'del', given, 'dev', 'pwtfdb1', 'master']);
+    await bridgeCmd('fdb', 'del', given, 'dev', 'pwtfdb1', 'master');
     await assert.rejects(
       restarted.checkPort('pwtfdb1'),
       (err) =>
@@ -378,18 +386,7 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
 
     // Restarted again, and the entry lost before any re-attach: CHECK says so all the same.
     const again = await datapath();
-    await must('ip', [
-      'netns',
-      'exec',
-      nodeNs,
-      'bridge',
-      'fdb',
-      'del',
-      '0a:58:0a:fa:00:02',
-      'dev',
-      'pwtfdb1',
-      'master',
-    ]);
+    await bridgeCmd('fdb', 'del', '0a:58:0a:fa:00:02', 'dev', 'pwtfdb1', 'master');
     await assert.rejects(
       again.checkPort('pwtfdb1'),
       (err) =>
@@ -430,21 +427,12 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
   }, async () => {
     const dp = made.at(-1);
     assert.ok(dp);
-    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdb2', 'type', 'veth', 'peer', 'name', 'pwtfdb2p']);
-    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdbu2', 'type', 'veth', 'peer', 'name', 'pwtfdbu2p']);
-    for (const dev of ['pwtfdb2p', 'pwtfdbu2p']) await must('ip', ['-n', nodeNs, 'link', 'set', dev, 'up']);
-    const pod = nl.linkByName('pwtfdb2');
-    const up = nl.linkByName('pwtfdbu2');
-    assert.ok(pod && up?.mac);
     const mac = '0a:58:0a:fa:00:0b';
-    const port = {
-      hostIfname: 'pwtfdb2',
-      hostIfindex: pod.index,
-      containerId: 'c2',
-      ifname: 'eth0',
-      podMac: mac,
-      podIps: ['10.250.0.11'],
-    };
+    const port = await vethPort('pwtfdb2', 'c2', mac, '10.250.0.11');
+    await must('ip', ['-n', nodeNs, 'link', 'add', 'pwtfdbu2', 'type', 'veth', 'peer', 'name', 'pwtfdbu2p']);
+    await must('ip', ['-n', nodeNs, 'link', 'set', 'pwtfdbu2p', 'up']);
+    const up = nl.linkByName('pwtfdbu2');
+    assert.ok(up?.mac);
     await dp.attachPort(port);
     await dp.attachUplink({ ifname: 'pwtfdbu2', index: up.index, mac: up.mac, ips: [] });
     const scapy = await ScapySender.start(nodeNs);
@@ -462,19 +450,7 @@ describe('re-attach without a MAC, and the uplink (datapath, guards off)', () =>
         `the pod's entry stays on its port: ${JSON.stringify(rows)}`,
       );
       await dp.checkPort('pwtfdb2');
-      await must('ip', [
-        'netns',
-        'exec',
-        nodeNs,
-        'bridge',
-        'fdb',
-        'replace',
-        mac,
-        'dev',
-        'pwtfdb2',
-        'master',
-        'static',
-      ]);
+      await bridgeCmd('fdb', 'replace', mac, 'dev', 'pwtfdb2', 'master', 'static');
       await assert.rejects(
         dp.checkPort('pwtfdb2'),
         (err) =>
