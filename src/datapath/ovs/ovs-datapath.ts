@@ -13,7 +13,7 @@
  * and CHECK answer "not available" at once; DEL still succeeds (the next replay drops what it left).
  */
 import { dirname } from 'node:path';
-import { CheckFailedError, DatapathError, NotAvailableError, type PodwireError } from '../../base/errors.js';
+import { DatapathError, NotAvailableError } from '../../base/errors.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
@@ -22,9 +22,6 @@ import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard
 import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
 import { GroupCommit } from './group-commit.js';
 import { OfportPool } from './ofport-pool.js';
-import { formatFlow } from './openflow/flow-format.js';
-import { diffFlowSets } from './openflow/flow-key.js';
-import { parseFlowText } from './openflow/flow-parse.js';
 import { FlowTable } from './openflow/flow-table.js';
 import { OvsdbError } from './ovsdb-client.js';
 import { OvsdbConnection } from './ovsdb-connection.js';
@@ -38,6 +35,7 @@ import {
   vlanCookie,
   vlanFloodFlow,
 } from './pipeline.js';
+import { checkPodPort } from './port-check.js';
 import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_POD, ROLE_UPLINK } from './port-record.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
@@ -100,10 +98,6 @@ function vlanFloodFlows(rows: PortRow[], uplinkOfport: number | undefined, only?
       uplinkOfport,
     ),
   );
-}
-
-function checkFailed(message: string): PodwireError {
-  return new CheckFailedError(message);
 }
 
 export class OvsDatapath implements Datapath {
@@ -527,40 +521,9 @@ export class OvsDatapath implements Datapath {
 
   async checkPort(hostIfname: string): Promise<void> {
     const flows = this.#readyFlows();
-    await this.#portOp(() => this.#checkPort(flows, hostIfname));
-  }
-
-  async #checkPort(flows: FlowTable, hostIfname: string): Promise<void> {
-    const link = this.#o.nl.linkByName(hostIfname);
-    if (!link) throw checkFailed(`host veth ${hostIfname} does not exist`);
-    const vs = await this.#db();
-    const row = await vs.port(hostIfname);
-    if (!row) throw checkFailed(`host veth ${hostIfname} is not a port of ${this.#o.bridge}`);
-    const rec = parsePodExternalIds(row.externalIds);
-    if (!rec) throw checkFailed(`port ${hostIfname} of ${this.#o.bridge} is not a podwire pod port`);
-    if (row.ofport === undefined || row.ofport < 1) {
-      throw checkFailed(`port ${hostIfname} has no OpenFlow port: ${row.error ?? 'not opened'}`);
-    }
-    if (!link.up) throw checkFailed(`host veth ${hostIfname} is down`);
-    const cookie = podCookie(hostIfname);
-    const want = podFlows({
-      ofport: row.ofport,
-      mac: rec.mac,
-      ips: rec.ips,
-      cookie,
-      vlan: rec.vlan ?? 0,
-    }).map(parseFlowText);
-    const { missing, unexpected } = diffFlowSets(want, await flows.dump(cookie));
-    if (missing.length > 0 || unexpected.length > 0) {
-      const list = (l: typeof want) => l.map(formatFlow).join('; ');
-      throw checkFailed(
-        `flows of ${hostIfname} differ: missing [${list(missing)}], unexpected [${list(unexpected)}]`,
-      );
-    }
-    // A restarted ovs-vswitchd forgets no-flood (its own reload restores flows, not port settings):
-    // the node's untagged floods would then reach this pod of a VLAN.
-    if (rec.vlan && !(await flows.noFlood(hostIfname)))
-      throw checkFailed(`port ${hostIfname} of VLAN ${rec.vlan} is not marked no-flood`);
+    await this.#portOp(async () =>
+      checkPodPort({ nl: this.#o.nl, vs: await this.#db(), flows, bridge: this.#o.bridge }, hostIfname),
+    );
   }
 
   /**
