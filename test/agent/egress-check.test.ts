@@ -64,7 +64,8 @@ describe('egress masquerade: periodic check', () => {
 
   test('after `nft flush ruleset` the table is back within the period, logged and counted', async () => {
     await nftCmd('flush', 'ruleset');
-    assert.equal(await readEgressTable(nftIn(ns)), undefined);
+    // Not read back here: the check may already have put the table back (it did once in CI, between
+    // the flush and the read). The repair count says it found the table missing.
     await repairedTimes(1);
     const t = await readEgressTable(nftIn(ns));
     assert.ok(t?.complete);
