@@ -345,14 +345,9 @@ export class OvsDatapath implements Datapath {
   /**
    * Equivalent to: `ovs-vsctl add-port BRIDGE HOSTVETH -- set Interface HOSTVETH ofport_request=N --
    * set Port HOSTVETH external_ids:...` and, at the same time, the pod's flows for port N (first
-   * deleting any flow left with the pod's cookie); once ovs-vswitchd has opened the port, `ip link
-   * set HOSTVETH up`. The veth's carrier comes on only then, so the pod's first frames (DAD, MLD,
-   * the announcements) already meet its flows (I5). A re-attach after a restart (`podMac` empty)
-   * adopts the recorded port.
-   */
-  /**
-   * The port's row and flows go out now; ovs-vswitchd opens the port (a few ms, more with many ports:
-   * it re-reads every port's flags over netlink per port added) while ADD configures the pod side.
+   * deleting any flow left with the pod's cookie), sent now: ovs-vswitchd opens the port (a few ms,
+   * more with many ports: it re-reads every port's flags over netlink per port added) while ADD
+   * configures the pod side. `attachPort` finishes it.
    */
   openPort(port: PodPort): void {
     const flows = this.#readyFlows();
@@ -361,6 +356,11 @@ export class OvsDatapath implements Datapath {
     this.#opening.set(port.hostIfname, opening);
   }
 
+  /**
+   * Waits for `openPort`'s work (or does it, when ADD did not call it), then `ip link set HOSTVETH up`.
+   * The veth's carrier comes on only then, so the pod's first frames (DAD, MLD, the announcements)
+   * already meet its flows (I5). A re-attach after a restart (`podMac` empty) adopts the recorded port.
+   */
   async attachPort(port: PodPort): Promise<void> {
     const opening = this.#opening.get(port.hostIfname);
     if (opening) {
