@@ -321,11 +321,41 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/pipeline.js',
-        'ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=',
+        'ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=',
         'icmp_type=135,icmp_code=0,nd_sll=',
       ],
     ],
     tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'ovs-dad-any-target',
+    what: "OVS: a DAD probe (NS from ::) passes whatever its target (a pod takes a neighbour's tentative address away)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        'ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=',
+        'ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'lb-dad-any-target',
+    what: "Linux bridge: a DAD probe (NS from ::) passes whatever its target (a pod takes a neighbour's tentative address away)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'ip6 saddr :: meta iifname . ether saddr . @th,64,128 @pod_nd_target return',",
+        "'ip6 saddr :: return',",
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'lb-dad-foreign-target-passes-bare',
+    what: 'Linux bridge: a DAD probe for a foreign target falls through to the later NS rules (one without options passes)',
+    edits: [['src/datapath/linux-bridge/pod-guard.js', "'ip6 saddr :: counter name ND_GUARD drop',", '']],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
   },
   {
     id: 'etcd-failover-from-silent-member',

@@ -389,8 +389,8 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
     // nd_sll (and nd_target, nd_tll), as if there were no option.
     // Linux bridge: ns_guard's `@th,192,16 0x0101 meta iifname . @th,208,48 @pod_ns_sll return` (the
     // first option must be the pod's own SLL). OVS: table 30's NS flow without SLL, which passes only
-    // `ipv6_src=::` (pipeline.ts podFlows, ~line 327:
-    // `icmp6,${port},ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=${ZERO_MAC}`). Before it required
+    // `ipv6_src=::` (pipeline.ts podFlows, ~line 329:
+    // `icmp6,${port},ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=${ZERO_MAC}`). Before it required
     // `ipv6_src=::`, the NS passed as "no option" and both entries below became the neighbour's MAC.
     // The NA half (a duplicated TLL) was dropped on OVS before too: nd_target reads ::, and every NA
     // flow of table 30 matches the pod's own nd_target (~line 316, `${na},nd_target=${target},...`).
@@ -435,12 +435,13 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
     });
 
     // What the rule above must keep working. OVS (pipeline.ts podFlows): table 30's
-    // `ipv6_src=::,...,nd_sll=00:00:00:00:00:00` NS flow (~line 327: DAD, from ::, without SLL, with
-    // Linux's nonce option, which OVS skips), its `nd_sll=<own MAC>` NS flow (~line 323: every NS Linux
+    // `ipv6_src=::,...,nd_target=<own address>,nd_sll=00:00:00:00:00:00` NS flows (~line 329: DAD, from
+    // ::, without SLL, with Linux's nonce option, which OVS skips), its `nd_sll=<own MAC>` NS flow (~line 323: every NS Linux
     // sends from an address carries it, a unicast NUD probe too) and its NA flows with and without TLL
-    // (~line 316: Linux answers a unicast NS without one). Linux bridge: ns_guard and na_guard. With
-    // the DAD flow gone, the DAD step fails; with the NA flow without TLL gone, the NUD step.
-    test('neighbour discovery between pods still works: resolution, NUD probes, DAD (a duplicate is detected)', async () => {
+    // (~line 316: Linux answers a unicast NS without one). Linux bridge: ns_guard and na_guard (the DAD
+    // step: `ip6 saddr :: ... @pod_nd_target return`). With the DAD flow gone, the DAD step fails; with
+    // the NA flow without TLL gone, the NUD step.
+    test('neighbour discovery between pods still works: resolution, NUD probes, DAD of an own address (a duplicate is detected)', async () => {
       const a = attacker;
       for (const [ns, peer] of [
         [a.ns, third],
@@ -493,20 +494,76 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
         return e?.state?.includes('REACHABLE') ?? false;
       };
       assert.ok(await eventually(reachable, 5000), "the NUD probe was answered: third's entry is REACHABLE");
-      // DAD: the attacker tries the third pod's address; its probe (from ::) must reach the third pod,
-      // whose answer marks the attacker's copy dadfailed.
-      const dup = `${third.v6}/64`;
-      await must('ip', ['-n', a.ns, 'addr', 'add', dup, 'dev', 'eth0']);
+      // DAD: a copy of the attacker's own address is on the node (a pod's copy could not defend it: its
+      // NA would name an address not its own, which na_guard / table 30 drop). The attacker's probe
+      // (from ::, target its own address) must reach the node, whose answer marks the attacker's
+      // address dadfailed.
+      const own = `${a.v6}/64`;
+      const copy = [node.nodeNs, 'addr', 'add', `${a.v6}/128`, 'dev', gwIf, 'nodad'];
+      await must('ip', ['-n', a.ns, 'addr', 'del', own, 'dev', 'eth0']);
       try {
+        await must('ip', ['-n', ...copy]);
+        await must('ip', ['-n', a.ns, 'addr', 'add', own, 'dev', 'eth0']);
         const failed = await eventually(async () => {
           const out = await must('ip', ['-n', a.ns, '-6', 'addr', 'show', 'dev', 'eth0']);
           return out.includes('dadfailed');
         }, 5000);
-        assert.ok(failed, "the attacker's DAD probe reached the third pod, which defended its address");
+        assert.ok(failed, "the attacker's DAD probe for its own address reached the node, which defended it");
       } finally {
-        await must('ip', ['-n', a.ns, 'addr', 'del', dup, 'dev', 'eth0']);
+        await run('ip', ['-n', node.nodeNs, 'addr', 'del', `${a.v6}/128`, 'dev', gwIf]);
+        await run('ip', ['-n', a.ns, 'addr', 'del', own, 'dev', 'eth0']);
+        await must('ip', ['-n', a.ns, 'addr', 'add', own, 'dev', 'eth0', 'nodad']);
+        await must('ip', ['-n', node.nodeNs, 'neigh', 'flush', 'to', a.v6]);
       }
       await ping(a.ns, third.v6);
+    });
+
+    // Duplicate address detection as a weapon: while an address of the victim is tentative, one NS from
+    // :: for it (RFC 4862 5.4.3) makes the victim's kernel give the address up (dadfailed). Pods' own
+    // addresses come up without DAD, but their link-local does not, and neither does any address the
+    // node adds later. A DAD probe may only name the sender's own address as target.
+    // Linux bridge: ns_guard's `ip6 saddr :: meta iifname . ether saddr . @th,64,128 @pod_nd_target
+    // return` and the `ip6 saddr :: counter name ND_GUARD drop` after it (pod-guard.ts CHAINS); without
+    // the drop, the probe without options passes `ip6 length 24 return`. OVS: table 30's DAD flows, one
+    // per own target (pipeline.ts podFlows, `ipv6_src=::,...,nd_target=${target}`).
+    test("a DAD probe for a neighbour's tentative address does not take the address from it", async () => {
+      const a = attacker;
+      const victim = neighbour;
+      const [, , , d, e, f] = victim.mac.split(':');
+      const dad = (target: string, dstMac: string, dst: string, nonce: boolean) =>
+        `Ether(src='${a.mac}', dst='${dstMac}')/IPv6(src='::', dst='${dst}', hlim=255)/ICMPv6ND_NS(tgt='${target}')${
+          nonce ? "/Raw(b'\\x0e\\x01\\x01\\x02\\x03\\x04\\x05\\x06')" : ''
+        }`;
+      const ll = `${victim.ll}/64`;
+      const addrs = () => must('ip', ['-n', victim.ns, '-6', 'addr', 'show', 'dev', 'eth0']);
+      await must('ip', ['-n', victim.ns, 'addr', 'del', ll, 'dev', 'eth0']);
+      try {
+        const before = await drops('ND_GUARD');
+        // Tentative from here until DAD's first probe has waited RetransTimer (1 s) unanswered.
+        await must('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0']);
+        assert.match(await addrs(), /tentative/, 'the victim re-added its link-local address with DAD');
+        await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, false), 5);
+        await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, true), 5);
+        // Unicast to the victim's MAC as well: the kernel takes a DAD probe whatever its Ethernet destination.
+        await scapy.send(dad(victim.ll, victim.mac, `ff02::1:ff${d}:${e}${f}`, false), 5);
+        // A probe for the attacker's own link-local, to all nodes: the victim counts it (and discards it,
+        // a DAD probe must go to the target's solicited-node group), so the path was open.
+        const seen = await snmp(victim.ns, 'Icmp6InNeighborSolicits', 'eth0');
+        await scapy.send(dad(a.ll, ALL_NODES_MAC, 'ff02::1', true), 1);
+        assert.ok(
+          await eventually(async () => (await snmp(victim.ns, 'Icmp6InNeighborSolicits', 'eth0')) > seen),
+          "the attacker's probe for its own address reached the victim",
+        );
+        const settled = await eventually(async () => !/tentative/.test(await addrs()), 5000);
+        const out = await addrs();
+        assert.ok(settled, out);
+        assert.doesNotMatch(out, /dadfailed/, "the victim's link-local address");
+        await counted('ND_GUARD', before, 15);
+      } finally {
+        if (/dadfailed/.test(await addrs()))
+          await must('ip', ['-n', victim.ns, 'addr', 'del', ll, 'dev', 'eth0']);
+        await run('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0', 'nodad']);
+      }
     });
 
     // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop` (with that rule gone, the guard

@@ -19,8 +19,8 @@
  *                else drop (IP_SPOOF_GUARD)
  *   na_guard     target = own address or link-local, with own MAC as TLL option or no option: on to
  *                the source check; else drop (ND_GUARD)
- *   ns_guard     from :: (DAD, whatever its options), no option, or own MAC as SLL option: on to the
- *                source check; else drop (ND_GUARD)
+ *   ns_guard     from :: (DAD, whatever its options) with own address or link-local as target, no
+ *                option, or own MAC as SLL option: on to the source check; else drop (ND_GUARD)
  *
  * An ND message whose first option is not the link-layer address is dropped (OVS would find the
  * option further on); the kernel always puts it first.
@@ -86,7 +86,9 @@ const CHAINS: Record<string, string[]> = {
   ns_guard: [
     // Duplicate address detection: from ::, never with a link-layer option (RFC 4862), but Linux adds a
     // nonce option (RFC 7527) to every DAD probe; the source check after this still wants own MAC.
-    'ip6 saddr :: return',
+    // Its target must be the pod's own: a probe for a neighbour's tentative address takes it away.
+    'ip6 saddr :: meta iifname . ether saddr . @th,64,128 @pod_nd_target return',
+    'ip6 saddr :: counter name ND_GUARD drop',
     'ip6 length 24 return',
     '@th,192,16 0x0101 meta iifname . @th,208,48 @pod_ns_sll return',
     'counter name ND_GUARD drop',

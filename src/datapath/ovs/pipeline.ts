@@ -10,7 +10,7 @@
  *                   of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
- *                       MAC; none only from ::, DAD) -> 40; else drop
+ *                       MAC; none only from :: with nd_target = own address, DAD) -> 40; else drop
  *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 45; else drop
  *  45  CT_LOOKUP        IP/IPv6: looked up in conntrack zone 65520, then -> 46; else -> 50
  *  46  GATEWAY_CT       a new connection from the gateway port: committed with ct_mark 1 -> 50; a reply
@@ -321,13 +321,16 @@ export function podFlows(p: PodFlowsInput): string[] {
     // is also what OVS reads when the options are invalid, e.g. a duplicated SLL, of which Linux takes
     // the first: from any source but ::, such an NS would rewrite the receivers' entry for the sender.
     out.push(f(T.ND_GUARD, `${ns},nd_sll=${mac}`, goto(T.IP_SPOOF_GUARD)));
-    out.push(
-      f(
-        T.ND_GUARD,
-        `icmp6,${port},ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=${ZERO_MAC}`,
-        goto(T.IP_SPOOF_GUARD),
-      ),
-    );
+    // DAD's target is the pod's own address: a probe for a neighbour's tentative address takes it away.
+    for (const target of [ip6, ll]) {
+      out.push(
+        f(
+          T.ND_GUARD,
+          `icmp6,${port},ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=${ZERO_MAC}`,
+          goto(T.IP_SPOOF_GUARD),
+        ),
+      );
+    }
     const pass = setVlan(vlan) + goto(T.CT_LOOKUP);
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));

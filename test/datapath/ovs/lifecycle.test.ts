@@ -142,6 +142,7 @@ describe(`OVS (${OVS_DATAPATH}): announcements and \`podwire flows\``, () => {
           fs.find(
             (f) =>
               f.table === TABLE.ND_GUARD &&
+              f.match.includes('icmp_type=136') &&
               f.match.includes(`nd_target=${v6}`) &&
               !f.match.includes('nd_tll=00:00:00:00:00:00'),
           )?.packets ?? 0,

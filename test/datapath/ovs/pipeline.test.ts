@@ -50,10 +50,10 @@ describe('pod flows', () => {
     for (const f of flows.map(parseFlow)) assert.equal(f.cookie, cookie);
   });
 
-  test('IPv6 only: ND guard for NA (own target, own or no TLL) and NS (own SLL; no SLL only from ::), no ARP', () => {
+  test('IPv6 only: ND guard for NA (own target, own or no TLL) and NS (own SLL; no SLL only from :: with an own target), no ARP', () => {
     const flows = podFlows({ ofport: 7, mac: MAC, ips: ['fd00:10:244:1:0:0:0:2'], cookie });
     assert.deepEqual(byTable(flows), {
-      [TABLE.ND_GUARD]: 6,
+      [TABLE.ND_GUARD]: 7,
       [TABLE.IP_SPOOF_GUARD]: 3,
       [TABLE.L2_FORWARDING]: 1,
     });
@@ -62,18 +62,26 @@ describe('pod flows', () => {
     assert.match(text, /nd_target=fe80::858:aff:fef4:102,nd_tll=00:00:00:00:00:00/);
     assert.match(text, /icmp_type=135,icmp_code=0,nd_sll=0a:58:0a:f4:01:02/);
     // OVS reads nd_sll=00:00:00:00:00:00 for an NS without SLL and for one with a duplicated SLL (Linux
-    // takes the first): only DAD, from ::, may send one.
+    // takes the first): only DAD, from ::, may send one, and only for its own addresses (decision 27).
     const ns = flows.map(parseFlow).filter((f) => f.match.includes('icmp_type=135'));
     assert.deepEqual(
-      ns.map((f) => f.match.filter((m) => m.startsWith('ipv6_src=') || m.startsWith('nd_sll='))),
-      [['nd_sll=0a:58:0a:f4:01:02'], ['ipv6_src=::', 'nd_sll=00:00:00:00:00:00']],
+      ns.map((f) =>
+        f.match.filter(
+          (m) => m.startsWith('ipv6_src=') || m.startsWith('nd_sll=') || m.startsWith('nd_target='),
+        ),
+      ),
+      [
+        ['nd_sll=0a:58:0a:f4:01:02'],
+        ['ipv6_src=::', 'nd_target=fd00:10:244:1::2', 'nd_sll=00:00:00:00:00:00'],
+        ['ipv6_src=::', 'nd_target=fe80::858:aff:fef4:102', 'nd_sll=00:00:00:00:00:00'],
+      ],
     );
     assert.doesNotMatch(text, /arp/);
   });
 
   test('dual stack is the union of both families', () => {
     const flows = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2', 'fd00:10:244:1::2'], cookie });
-    assert.equal(flows.length, 4 + 10 - 1);
+    assert.equal(flows.length, 4 + 11 - 1);
   });
 });
 
