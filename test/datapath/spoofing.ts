@@ -536,10 +536,14 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
         }`;
       const ll = `${victim.ll}/64`;
       const addrs = () => must('ip', ['-n', victim.ns, '-6', 'addr', 'show', 'dev', 'eth0']);
+      const transmits = (n: number) =>
+        must('ip', ['netns', 'exec', victim.ns, 'sysctl', '-qw', `net.ipv6.conf.eth0.dad_transmits=${n}`]);
       await must('ip', ['-n', victim.ns, 'addr', 'del', ll, 'dev', 'eth0']);
       try {
         const before = await drops('ND_GUARD');
-        // Tentative from here until DAD's first probe has waited RetransTimer (1 s) unanswered.
+        // Tentative from here until DAD's probes have each waited RetransTimer (1 s) unanswered: three
+        // of them leave the attacker 3 s, also under emulation.
+        await transmits(3);
         await must('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0']);
         assert.match(await addrs(), /tentative/, 'the victim re-added its link-local address with DAD');
         await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, false), 5);
@@ -554,12 +558,13 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
           await eventually(async () => (await snmp(victim.ns, 'Icmp6InNeighborSolicits', 'eth0')) > seen),
           "the attacker's probe for its own address reached the victim",
         );
-        const settled = await eventually(async () => !/tentative/.test(await addrs()), 5000);
+        const settled = await eventually(async () => !/tentative/.test(await addrs()), 10_000);
         const out = await addrs();
         assert.ok(settled, out);
         assert.doesNotMatch(out, /dadfailed/, "the victim's link-local address");
         await counted('ND_GUARD', before, 15);
       } finally {
+        await transmits(1);
         if (/dadfailed/.test(await addrs()))
           await must('ip', ['-n', victim.ns, 'addr', 'del', ll, 'dev', 'eth0']);
         await run('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0', 'nodad']);
