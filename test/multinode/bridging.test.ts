@@ -272,10 +272,15 @@ for (const datapath of DATAPATHS) {
       console.log(
         `${datapath}: pod->A ${fromPod.received}/${fromPod.sent}, B->A ${fromB.received}/${fromB.sent}, B's entries for A ${JSON.stringify(Object.fromEntries(seen))}`,
       );
-      assert.equal(fromB.sent, 100);
-      assert.equal(fromB.received, 100, 'B lost none of its pings to A');
+      const lostB = `B's pings lost: ${JSON.stringify(fromB.lost)} of ${fromB.sent}`;
+      assert.equal(fromB.received, 100, `B lost none of its pings to A (${lostB})`);
+      assert.equal(fromB.sent, 100, lostB);
       assert.equal(fromB.duplicates, 0, 'A answered each of the pings of B once');
-      assert.equal(fromPod.received, 100, 'the pod lost none of its pings to A');
+      assert.equal(
+        fromPod.received,
+        100,
+        `the pod lost none of its pings to A (lost: ${JSON.stringify(fromPod.lost)})`,
+      );
       assert.deepEqual(
         [...seen.keys()].filter((m) => m !== aMac && m !== '(none)'),
         [],
