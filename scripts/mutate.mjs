@@ -328,6 +328,38 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'ovs-ns-sll-any-source',
+    what: "OVS: an NS with the pod's own SLL passes from any source, :: included (a DAD probe with an SLL option for any target)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        'icmp6,${port},ipv6_src=${src},icmp_type=135,icmp_code=0,nd_sll=${mac}',
+        'icmp6,${port},icmp_type=135,icmp_code=0,nd_sll=${mac}',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'ovs-rs-passes',
+    what: "OVS: a router solicitation from a pod passes (its SLL option rewrites the node's entry for the pod)",
+    edits: [
+      ['src/datapath/ovs/pipeline.js', "flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=133', 'drop'),", ''],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'lb-rs-passes',
+    what: "Linux bridge: a router solicitation from a pod passes (its SLL option rewrites the node's entry for the pod)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'icmpv6 type { nd-router-solicit, nd-router-advert, nd-redirect } counter name CLASSIFIER drop',",
+        "'icmpv6 type { nd-router-advert, nd-redirect } counter name CLASSIFIER drop',",
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
     id: 'ovs-dad-any-target',
     what: "OVS: a DAD probe (NS from ::) passes whatever its target (a pod takes a neighbour's tentative address away)",
     edits: [

@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ipJson, must, run } from '../../bed/exec.js';
 import {
   ALL_NODES_MAC,
+  BCAST,
   eventually,
   FOREIGN_MAC,
   neighMac,
@@ -216,16 +217,22 @@ export function neighbourDiscoveryGuardTests(bed: SpoofingBed): void {
   // Linux bridge: ns_guard's `ip6 saddr :: meta iifname . ether saddr . @th,64,128 @pod_nd_target
   // return` and the `ip6 saddr :: counter name ND_GUARD drop` after it (pod-guard.ts CHAINS); without
   // the drop, the probe without options passes `ip6 length 24 return`. OVS: table 30's DAD flows, one
-  // per own target (pipeline.ts podFlows, `ipv6_src=::,...,nd_target=${target}`).
+  // per own target (pipeline.ts podFlows, `ipv6_src=::,...,nd_target=${target}`), and its NS flows with
+  // the pod's SLL, which match the pod's own source addresses (`ipv6_src=${src},...,nd_sll=${mac}`):
+  // the probes with an SLL option, which Linux victims ignore, count as drops only because of that.
   test("a DAD probe for a neighbour's tentative address does not take the address from it", async () => {
     const { attacker, neighbour, scapy, drops, counted } = bed;
     const a = attacker;
     const victim = neighbour;
     const [, , , d, e, f] = victim.mac.split(':');
-    const dad = (target: string, dstMac: string, dst: string, nonce: boolean) =>
-      `Ether(src='${a.mac}', dst='${dstMac}')/IPv6(src='::', dst='${dst}', hlim=255)/ICMPv6ND_NS(tgt='${target}')${
-        nonce ? "/Raw(b'\\x0e\\x01\\x01\\x02\\x03\\x04\\x05\\x06')" : ''
-      }`;
+    const options = {
+      none: '',
+      nonce: "/Raw(b'\\x0e\\x01\\x01\\x02\\x03\\x04\\x05\\x06')",
+      // RFC 4861 7.1.1 has receivers discard a probe from :: with an SLL (Linux does): dropped all the same.
+      sll: `/ICMPv6NDOptSrcLLAddr(lladdr='${a.mac}')`,
+    };
+    const dad = (target: string, dstMac: string, dst: string, option: keyof typeof options) =>
+      `Ether(src='${a.mac}', dst='${dstMac}')/IPv6(src='::', dst='${dst}', hlim=255)/ICMPv6ND_NS(tgt='${target}')${options[option]}`;
     const ll = `${victim.ll}/64`;
     const addrs = () => must('ip', ['-n', victim.ns, '-6', 'addr', 'show', 'dev', 'eth0']);
     const transmits = (n: number) =>
@@ -238,14 +245,15 @@ export function neighbourDiscoveryGuardTests(bed: SpoofingBed): void {
       await transmits(3);
       await must('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0']);
       assert.match(await addrs(), /tentative/, 'the victim re-added its link-local address with DAD');
-      await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, false), 5);
-      await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, true), 5);
+      for (const option of ['none', 'nonce', 'sll'] as const) {
+        await scapy.send(dad(victim.ll, `33:33:ff:${d}:${e}:${f}`, `ff02::1:ff${d}:${e}${f}`, option), 5);
+      }
       // Unicast to the victim's MAC as well: the kernel takes a DAD probe whatever its Ethernet destination.
-      await scapy.send(dad(victim.ll, victim.mac, `ff02::1:ff${d}:${e}${f}`, false), 5);
+      await scapy.send(dad(victim.ll, victim.mac, `ff02::1:ff${d}:${e}${f}`, 'none'), 5);
       // A probe for the attacker's own link-local, to all nodes: the victim counts it (and discards it,
       // a DAD probe must go to the target's solicited-node group), so the path was open.
       const seen = await snmp(victim.ns, 'Icmp6InNeighborSolicits', 'eth0');
-      await scapy.send(dad(a.ll, ALL_NODES_MAC, 'ff02::1', true), 1);
+      await scapy.send(dad(a.ll, ALL_NODES_MAC, 'ff02::1', 'nonce'), 1);
       assert.ok(
         await eventually(async () => (await snmp(victim.ns, 'Icmp6InNeighborSolicits', 'eth0')) > seen),
         "the attacker's probe for its own address reached the victim",
@@ -254,12 +262,47 @@ export function neighbourDiscoveryGuardTests(bed: SpoofingBed): void {
       const out = await addrs();
       assert.ok(settled, out);
       assert.doesNotMatch(out, /dadfailed/, "the victim's link-local address");
-      await counted('ND_GUARD', before, 15);
+      await counted('ND_GUARD', before, 20);
     } finally {
       await transmits(1);
       if (/dadfailed/.test(await addrs()))
         await must('ip', ['-n', victim.ns, 'addr', 'del', ll, 'dev', 'eth0']);
       await run('ip', ['-n', victim.ns, 'addr', 'add', ll, 'dev', 'eth0', 'nodad']);
     }
+  });
+
+  // A router solicitation: the node forwards, so it is a router, and a router takes an RS's source
+  // link-layer option for the sender's entry, even over a REACHABLE one (RFC 4861 6.2.6). Found in a
+  // security review: one RS from the pod's own address with the neighbour's MAC sent the node's traffic
+  // for the pod to the neighbour, and ff:ff:ff:ff:ff:ff to every pod. Pods ignore router advertisements
+  // (accept_ra=0) and send none. Linux bridge: ip6_guard's `icmpv6 type { nd-router-solicit,
+  // nd-router-advert, nd-redirect } counter name CLASSIFIER drop` (pod-guard.ts CHAINS). OVS: table 0's
+  // `icmp6,icmp_type=133` drop flow (pipeline.ts pipelineFlows).
+  test("a router solicitation with another MAC as source link-layer address leaves the node's entries for the pod alone", async () => {
+    const { node, gwIf, gwMac, GW6, attacker: a, neighbour, scapy, drops, counted } = bed;
+    await ping(node.nodeNs, a.v6);
+    assert.equal(await neighMac(node.nodeNs, a.v6, gwIf), a.mac);
+    const before = await drops('CLASSIFIER');
+    const rs = (src: string, dstMac: string, dst: string, sll: string) =>
+      `Ether(src='${a.mac}', dst='${dstMac}')/IPv6(src='${src}', dst='${dst}', hlim=255)/ICMPv6ND_RS()/ICMPv6NDOptSrcLLAddr(lladdr='${sll}')`;
+    const ALL_ROUTERS_MAC = '33:33:00:00:00:02';
+    await scapy.send(rs(a.v6, gwMac, GW6, neighbour.mac), 3);
+    await scapy.send(rs(a.v6, ALL_ROUTERS_MAC, 'ff02::2', neighbour.mac), 3);
+    await scapy.send(rs(a.ll, ALL_ROUTERS_MAC, 'ff02::2', BCAST), 3);
+    // A genuine NS to the node after the forged ones (own address, own SLL): the path was open.
+    const seen = await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf);
+    await scapy.send(
+      `Ether(src='${a.mac}', dst='${gwMac}')/IPv6(src='${a.v6}', dst='${GW6}', hlim=255)/ICMPv6ND_NS(tgt='${GW6}')/ICMPv6NDOptSrcLLAddr(lladdr='${a.mac}')`,
+      1,
+    );
+    assert.ok(
+      await eventually(async () => (await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf)) > seen),
+      'the genuine NS reached the node',
+    );
+    await sleep(200);
+    assert.equal(await neighMac(node.nodeNs, a.v6, gwIf), a.mac, "the node's entry for the attacker");
+    const ll = await neighMac(node.nodeNs, a.ll, gwIf);
+    assert.ok(ll === undefined || ll === a.mac, `the node's entry for the attacker's link-local: ${ll}`);
+    await counted('CLASSIFIER', before, 9);
   });
 }

@@ -14,7 +14,7 @@
  *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
  *                else drop (ARP_SPOOF_GUARD)
  *   ip4_guard    (iifname, ether src, IPv4 src): accept; else drop (IP_SPOOF_GUARD)
- *   ip6_guard    RA, redirect: drop (CLASSIFIER); NA -> na_guard, NS -> ns_guard, then (iifname, ether
+ *   ip6_guard    RS, RA, redirect: drop (CLASSIFIER); NA -> na_guard, NS -> ns_guard, then (iifname, ether
  *                src, IPv6 src = own address or EUI-64 link-local; `::` for ICMPv6 only): accept;
  *                else drop (IP_SPOOF_GUARD)
  *   na_guard     target = own address or link-local, with own MAC as TLL option or no option: on to
@@ -67,8 +67,10 @@ const CHAINS: Record<string, string[]> = {
   ],
   ip4_guard: ['meta iifname . ether saddr . ip saddr @pod_ip4 accept', 'counter name IP_SPOOF_GUARD drop'],
   ip6_guard: [
-    // Pods are hosts: a router advertisement or a redirect from one is dropped.
-    'icmpv6 type { nd-router-advert, nd-redirect } counter name CLASSIFIER drop',
+    // Pods are hosts: a router advertisement or a redirect from one is dropped. So is a router
+    // solicitation: the node, a router, would take its source link-layer option for the sender's
+    // entry (ovs/pipeline.ts, table 0).
+    'icmpv6 type { nd-router-solicit, nd-router-advert, nd-redirect } counter name CLASSIFIER drop',
     'icmpv6 type nd-neighbor-advert icmpv6 code 0 jump na_guard',
     'icmpv6 type nd-neighbor-solicit icmpv6 code 0 jump ns_guard',
     'meta iifname . ether saddr . ip6 saddr @pod_ip6 accept',

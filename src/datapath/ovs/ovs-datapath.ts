@@ -582,16 +582,22 @@ export class OvsDatapath implements Datapath {
     return (await vs.ports()).filter((r) => r.externalIds[EXT_ROLE] === ROLE_POD).map((r) => r.name);
   }
 
-  /** The priority-0 drop flow ending each table counts what that table refused (pipeline.ts). */
+  /**
+   * What each table refused: the packets of its drop flows (pipeline.ts), the priority-0 flow that
+   * ends it and, in table 0, those for tagged frames and router solicitations, advertisements and
+   * redirects, which the Linux bridge counts as CLASSIFIER too.
+   */
   async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
     if (!this.#flows?.connection.connected) return []; // the switch is away: nothing to read
-    const flows = await this.#flows.dump(PIPELINE_COOKIE);
-    return flows
-      .filter((f) => f.priority === 0 && f.instructions.length === 0)
-      .map((f) => ({
-        guard: TABLE_NAMES.get(f.table) ?? `table ${f.table}`,
-        packets: Number(f.packetCount),
-      }));
+    const byTable = new Map<number, number>();
+    for (const f of await this.#flows.dump(PIPELINE_COOKIE)) {
+      if (f.instructions.length === 0)
+        byTable.set(f.table, (byTable.get(f.table) ?? 0) + Number(f.packetCount));
+    }
+    return [...byTable].map(([table, packets]) => ({
+      guard: TABLE_NAMES.get(table) ?? `table ${table}`,
+      packets,
+    }));
   }
 
   switchCounters(): { reconnects: Record<string, number>; replays: number; replayedFlows: number } {

@@ -5,12 +5,13 @@
  *
  *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway
  *                       port (its own MAC) -> 50;
- *                       RA, redirect: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
+ *                       RS, RA, redirect: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
  *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod (own IPv4 or 0.0.0.0, a probe) and
  *                   of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
- *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (nd_sll = own
- *                       MAC; none only from :: with nd_target = own address, DAD) -> 40; else drop
+ *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (from an own
+ *                       address with nd_sll = own MAC; from :: without, nd_target = own address: DAD)
+ *                       -> 40; else drop
  *  40  IP_SPOOF_GUARD   (in_port, dl_src, nw_src / ipv6_src = own address or own link-local) -> 45; else drop
  *  45  CT_LOOKUP        IP/IPv6: looked up in conntrack zone 65520, then -> 46; else -> 50
  *  46  GATEWAY_CT       a new connection from the gateway port: committed with ct_mark 1 -> 50; a reply
@@ -145,6 +146,10 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.CLASSIFIER, 250, 'arp', goto(T.ARP_SPOOF_GUARD)),
     flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.CT_LOOKUP)),
     // Pods are hosts: a router advertisement or a redirect from one is dropped (the gateway's pass above).
+    // So is a router solicitation: the node forwards, and a router takes an RS's source link-layer
+    // option for the sender's entry, even over a REACHABLE one (RFC 4861 6.2.6), so a pod could point
+    // the node's traffic for it at any MAC; pods ignore router advertisements and send no RS.
+    flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=133', 'drop'),
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=134', 'drop'),
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=137', 'drop'),
     flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=135,icmp_code=0', goto(T.ND_GUARD)),
@@ -307,7 +312,6 @@ export function podFlows(p: PodFlowsInput): string[] {
     const ip6 = canonicalIp(ip);
     const ll = eui64LinkLocal(mac);
     const na = `icmp6,${port},icmp_type=136,icmp_code=0`;
-    const ns = `icmp6,${port},icmp_type=135,icmp_code=0`;
     for (const target of [ip6, ll]) {
       // An NA answering a unicast NS may leave out the target link-layer address option (RFC 4861 7.2.4).
       // nd_tll=00:00:00:00:00:00 is never an NA with invalid options (a duplicated TLL, of which Linux
@@ -320,7 +324,16 @@ export function podFlows(p: PodFlowsInput): string[] {
     // one (RFC 4861 7.1.1; Linux includes it whenever the source is not ::). nd_sll=00:00:00:00:00:00
     // is also what OVS reads when the options are invalid, e.g. a duplicated SLL, of which Linux takes
     // the first: from any source but ::, such an NS would rewrite the receivers' entry for the sender.
-    out.push(f(T.ND_GUARD, `${ns},nd_sll=${mac}`, goto(T.IP_SPOOF_GUARD)));
+    // From the pod's own addresses only: from ::, an NS is a DAD probe, whose target is checked below.
+    for (const src of [ip6, ll]) {
+      out.push(
+        f(
+          T.ND_GUARD,
+          `icmp6,${port},ipv6_src=${src},icmp_type=135,icmp_code=0,nd_sll=${mac}`,
+          goto(T.IP_SPOOF_GUARD),
+        ),
+      );
+    }
     // DAD's target is the pod's own address: a probe for a neighbour's tentative address takes it away.
     for (const target of [ip6, ll]) {
       out.push(

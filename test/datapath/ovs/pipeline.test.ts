@@ -53,7 +53,7 @@ describe('pod flows', () => {
   test('IPv6 only: ND guard for NA (own target, own or no TLL) and NS (own SLL; no SLL only from :: with an own target), no ARP', () => {
     const flows = podFlows({ ofport: 7, mac: MAC, ips: ['fd00:10:244:1:0:0:0:2'], cookie });
     assert.deepEqual(byTable(flows), {
-      [TABLE.ND_GUARD]: 7,
+      [TABLE.ND_GUARD]: 8,
       [TABLE.IP_SPOOF_GUARD]: 3,
       [TABLE.L2_FORWARDING]: 1,
     });
@@ -71,7 +71,8 @@ describe('pod flows', () => {
         ),
       ),
       [
-        ['nd_sll=0a:58:0a:f4:01:02'],
+        ['ipv6_src=fd00:10:244:1::2', 'nd_sll=0a:58:0a:f4:01:02'],
+        ['ipv6_src=fe80::858:aff:fef4:102', 'nd_sll=0a:58:0a:f4:01:02'],
         ['ipv6_src=::', 'nd_target=fd00:10:244:1::2', 'nd_sll=00:00:00:00:00:00'],
         ['ipv6_src=::', 'nd_target=fe80::858:aff:fef4:102', 'nd_sll=00:00:00:00:00:00'],
       ],
@@ -81,7 +82,7 @@ describe('pod flows', () => {
 
   test('dual stack is the union of both families', () => {
     const flows = podFlows({ ofport: 7, mac: MAC, ips: ['10.244.1.2', 'fd00:10:244:1::2'], cookie });
-    assert.equal(flows.length, 4 + 11 - 1);
+    assert.equal(flows.length, 4 + 12 - 1);
   });
 });
 
@@ -100,7 +101,7 @@ test('pipeline flows: every table ends in a counted default; the gateway may ARP
   );
   assert.ok(flows.every((f) => f.cookie === PIPELINE_COOKIE));
   const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
-  for (const type of [134, 137]) {
+  for (const type of [133, 134, 137]) {
     const ra = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes(`icmp_type=${type}`));
     assert.equal(ra?.actions, 'drop', `ICMPv6 type ${type} from a pod is dropped`);
     assert.ok((gwPass?.priority ?? 0) > (ra?.priority ?? 0), 'but not from the gateway');
