@@ -289,15 +289,16 @@ export function neighbourDiscoveryGuardTests(bed: SpoofingBed): void {
     await scapy.send(rs(a.v6, gwMac, GW6, neighbour.mac), 3);
     await scapy.send(rs(a.v6, ALL_ROUTERS_MAC, 'ff02::2', neighbour.mac), 3);
     await scapy.send(rs(a.ll, ALL_ROUTERS_MAC, 'ff02::2', BCAST), 3);
-    // A genuine NS to the node after the forged ones (own address, own SLL): the path was open.
-    const seen = await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf);
+    // A genuine echo request to the node after the forged ones: the path was open. (Not an NS: its SLL
+    // would put the entry right again.)
+    const seen = await snmp(node.nodeNs, 'Icmp6InEchos', gwIf);
     await scapy.send(
-      `Ether(src='${a.mac}', dst='${gwMac}')/IPv6(src='${a.v6}', dst='${GW6}', hlim=255)/ICMPv6ND_NS(tgt='${GW6}')/ICMPv6NDOptSrcLLAddr(lladdr='${a.mac}')`,
+      `Ether(src='${a.mac}', dst='${gwMac}')/IPv6(src='${a.v6}', dst='${GW6}')/ICMPv6EchoRequest()`,
       1,
     );
     assert.ok(
-      await eventually(async () => (await snmp(node.nodeNs, 'Icmp6InNeighborSolicits', gwIf)) > seen),
-      'the genuine NS reached the node',
+      await eventually(async () => (await snmp(node.nodeNs, 'Icmp6InEchos', gwIf)) > seen),
+      'the genuine echo request reached the node',
     );
     await sleep(200);
     assert.equal(await neighMac(node.nodeNs, a.v6, gwIf), a.mac, "the node's entry for the attacker");
