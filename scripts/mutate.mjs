@@ -390,6 +390,36 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-linux-bridge.test.js'],
   },
   {
+    id: 'vxlan-guard-input',
+    what: "VXLAN guard: the node's tunnel port takes datagrams from anyone (a pod injects packets with any source into its node)",
+    edits: [
+      [
+        'src/datapath/overlay/vxlan-guard.js',
+        '`add rule ${T} input udp dport ${port} ip saddr != @peers4 counter name forged drop`,',
+        '',
+      ],
+    ],
+    tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
+    id: 'vxlan-guard-forward',
+    what: "VXLAN guard: a pod's datagram to a peer's tunnel port is forwarded (masqueraded, the peer takes it as the node's)",
+    edits: [
+      [
+        'src/datapath/overlay/vxlan-guard.js',
+        '`add rule ${T} forward udp dport ${port} ip daddr @peers4 counter name forged drop`,',
+        '',
+      ],
+    ],
+    tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
+    id: 'vxlan-guard-peers-unset',
+    what: 'VXLAN guard: the peer set is never filled (every peer is refused: no cross-node traffic)',
+    edits: [['src/agent/startup/cluster-start.js', 'await vxlanGuard?.setPeers(peers);', '']],
+    tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
     id: 'etcd-failover-from-silent-member',
     what: 'etcd: a member that does not answer stays preferred (the store stays down with healthy members)',
     edits: [

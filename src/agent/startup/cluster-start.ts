@@ -6,11 +6,13 @@
 import { InvalidConfigError } from '../../base/errors.js';
 import { insecureEndpoints, openClusterStore } from '../../cluster/config.js';
 import type { PoolStore } from '../../cluster/pool-store.js';
-import type { ClusterStore } from '../../cluster/store.js';
+import type { ClusterStore, NodeRecord } from '../../cluster/store.js';
 import { RoutedOverlay } from '../../datapath/overlay/routed-overlay.js';
-import { VxlanOverlay, vxlanOverhead } from '../../datapath/overlay/vxlan-overlay.js';
+import { removeVxlanGuard, VxlanGuard } from '../../datapath/overlay/vxlan-guard.js';
+import { VXLAN_PORT, VxlanOverlay, vxlanOverhead } from '../../datapath/overlay/vxlan-overlay.js';
 import { AF_INET } from '../../kernel/libc.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { nftIn } from '../../kernel/nft.js';
 import type { ClusterSettings } from '../cluster-config.js';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
@@ -145,6 +147,12 @@ export async function startMembership(
           podCIDRs,
           legacyPeerProgramming,
         });
+  // Only peers may use the tunnel (decision 28): the guard first, so the socket is never open to pods.
+  const nft = nftIn();
+  const vxlanGuard =
+    c.trafficMode === 'encap'
+      ? await VxlanGuard.start(nft, VXLAN_PORT, (msg, fields) => log.warn(msg, fields))
+      : await removeVxlanGuard(nft).then(() => undefined);
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.
@@ -162,11 +170,11 @@ export async function startMembership(
     ...(opened.remembered ? { remembered: { pool: c.pool } } : {}),
     legacyPeerProgramming,
   };
-  const node = new ClusterNode(
-    egress ? { ...options, onPeers: (peers) => egress.setPeers(peers) } : options,
-    overlay,
-    record,
-  );
+  const onPeers = async (peers: readonly NodeRecord[]) => {
+    await vxlanGuard?.setPeers(peers);
+    await egress?.setPeers(peers);
+  };
+  const node = new ClusterNode({ ...options, onPeers }, overlay, record);
   node.start();
   undo.push('cluster membership', () => node.stop());
   return { node, pools: store.pools };

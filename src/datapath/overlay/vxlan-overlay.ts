@@ -11,6 +11,7 @@ import { DatapathError } from '../../base/errors.js';
 import { formatIp, type Prefix, parsePrefixOrThrow } from '../../base/ip.js';
 import { localUnicastMac } from '../../base/mac.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { ifaceSysctl, writeSysctl } from '../../kernel/sysctl.js';
 import { legacyVxlanSetPeers } from './legacy-converge.js';
 import type { Overlay, OverlayStatus, PeerChanges, PeerNode } from './overlay.js';
 import { overlapsOwn } from './peer-routes.js';
@@ -118,6 +119,15 @@ export class VxlanOverlay implements Overlay {
       const len = net.includes(':') ? 128 : 32;
       if (!present.has(`${net}/${len}`))
         nl.addAddress(link.index, { address: net, prefixLength: len }, { nodad: len === 128 });
+    }
+    // The tunnel carries pods' traffic, not the node's configuration: a router advertisement that
+    // came through it (from a peer, or forged) must not give the node a default route or an address.
+    for (const name of ['accept_ra', 'autoconf']) {
+      try {
+        writeSysctl(ifaceSysctl(6, VXLAN_DEVICE, name), '0');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // the node has no IPv6
+      }
     }
     nl.setLinkUp(link.index);
     return { vtepMac: mac };

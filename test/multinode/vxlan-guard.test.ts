@@ -1,0 +1,135 @@
+/**
+ * Only peers may use a node's VXLAN socket (decision 28): a pod that sends a VXLAN datagram of its own
+ * making, with a forged inner source, to its node or to a peer node gets nothing delivered. The pod
+ * needs no privilege for this, an ordinary UDP socket will do. Each forged datagram is followed by
+ * genuine cross-node traffic that must arrive, so the tunnel works and the listeners were there.
+ *
+ * Depends on `src/datapath/overlay/vxlan-guard.ts` (vxlanGuardScript): the input rule `udp dport 4789
+ * ip saddr != @peers4 ... drop` for the datagram to the pod's own node, the forward rule `udp dport
+ * 4789 ip daddr @peers4 ... drop` for the one to the peer (without it, the node's egress masquerade
+ * sends it on from the node's own address, which the peer accepts); and on the peer set being filled
+ * from the membership's peers (`VxlanGuard.setPeers`, called from cluster-start.ts): with an empty set
+ * the genuine traffic fails.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TestCluster } from '../../bed/cluster.js';
+import { must, run } from '../../bed/exec.js';
+import { resultIps } from '../../bed/node.js';
+import { VXLAN_GUARD_TABLE } from '../../src/datapath/overlay/vxlan-guard.js';
+import { vtepMacFor } from '../../src/datapath/overlay/vxlan-overlay.js';
+import { PYTHON } from '../datapath/ovs/traffic.js';
+
+const PORT = 5557;
+
+/** Prints the source address and payload of every datagram to PORT for `argv[1]` seconds, after a line "ready". */
+const LISTEN = `
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('0.0.0.0', ${PORT}))
+s.settimeout(0.1)
+print('ready', flush=True)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    try:
+        d, a = s.recvfrom(100)
+        print(a[0], d.decode(), flush=True)
+    except socket.timeout:
+        pass
+`;
+
+/** A VXLAN datagram (VNI 1) to argv[4]:4789 from a plain UDP socket; inside, UDP to PORT from argv[2] to argv[3], for the VTEP MAC argv[1]. */
+const FORGE = `
+import socket, sys
+from scapy.all import Ether, IP, UDP, Raw
+vtep, src, dst, to = sys.argv[1:5]
+inner = bytes(Ether(src='02:11:22:33:44:55', dst=vtep)/IP(src=src, dst=dst)/UDP(sport=1111, dport=${PORT})/Raw(b'forged'))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3):
+    s.sendto(b'\\x08\\x00\\x00\\x00\\x00\\x00\\x01\\x00' + inner, (to, 4789))
+`;
+
+const SEND = `
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3):
+    s.sendto(b'genuine', (sys.argv[1], ${PORT}))
+`;
+
+for (const datapath of ['linux-bridge', 'ovs'] as const) {
+  describe(`VXLAN guard: ${datapath}`, () => {
+    const cluster = new TestCluster({ nodes: 2, store: 'file', trafficMode: 'encap', datapath });
+    const pods: Record<string, { ns: string; ip: string }> = {};
+
+    before(async () => {
+      await cluster.setup();
+      for (const [m, id] of [
+        [0, 'a1'],
+        [0, 'a2'],
+        [1, 'b1'],
+      ] as const) {
+        const member = cluster.members[m];
+        if (!member) throw new Error('nodes');
+        const ns = await member.node.addPod(id);
+        const add = await member.node.cni({ command: 'ADD', containerId: id, netns: ns });
+        assert.equal(add.code, 0, add.stdout);
+        pods[id] = { ns, ip: resultIps(add)[0] as string };
+      }
+    });
+    after(() => cluster.cleanup());
+
+    /** Listens in `pod` while `act` runs; the sources it heard from. */
+    async function heard(pod: { ns: string }, act: () => Promise<void>): Promise<string[]> {
+      const listening = run('ip', ['netns', 'exec', pod.ns, PYTHON, '-u', '-c', LISTEN, '6']);
+      await sleep(1500); // python is up and bound
+      await act();
+      const out = await listening;
+      assert.match(out.stdout, /^ready/, out.stderr);
+      return out.stdout.split('\n').slice(1).filter(Boolean);
+    }
+
+    const py = (pod: { ns: string }, code: string, ...args: string[]) =>
+      must('ip', ['netns', 'exec', pod.ns, PYTHON, '-c', code, ...args]);
+
+    test("a pod's own VXLAN datagram, to its node or to a peer, delivers nothing; genuine tunnel traffic does", async () => {
+      const [a, b] = cluster.members;
+      const { a1, a2, b1 } = pods as Record<'a1' | 'a2' | 'b1', { ns: string; ip: string }>;
+      if (!a || !b || !a1 || !a2 || !b1) throw new Error('bed');
+      const forgedBefore = await forged(a.node.nodeNs);
+      // To its own node: the inner packet would reach the other pod of the node "from" b1.
+      const atA = await heard(a2, async () => {
+        await py(a1, FORGE, vtepMacFor(a.name), b1.ip, a2.ip, a.underlay.ip);
+        await py(a1, FORGE, vtepMacFor(a.name), '10.250.200.9', a2.ip, a.underlay.ip);
+        await py(a1, FORGE, vtepMacFor(a.name), '172.30.0.254', a2.ip, a.underlay.ip);
+        await sleep(300);
+        await py(b1, SEND, a2.ip);
+      });
+      assert.deepEqual([...new Set(atA)], [`${b1.ip} genuine`], 'a2 heard only the genuine b1');
+      // To the peer: the inner packet would reach b1 "from" the underlay's gateway.
+      const atB = await heard(b1, async () => {
+        await py(a1, FORGE, vtepMacFor(b.name), '172.30.0.254', b1.ip, b.underlay.ip);
+        await sleep(300);
+        await py(a2, SEND, b1.ip);
+      });
+      assert.deepEqual([...new Set(atB)], [`${a2.ip} genuine`], 'b1 heard only the genuine a2');
+      assert.ok((await forged(a.node.nodeNs)) >= forgedBefore + 12, 'node A counted the forged datagrams');
+    });
+  });
+}
+
+/** The packets the VXLAN guard of the node in `ns` dropped. */
+async function forged(ns: string): Promise<number> {
+  const out = await must('ip', [
+    'netns',
+    'exec',
+    ns,
+    'nft',
+    'list',
+    'counter',
+    'inet',
+    VXLAN_GUARD_TABLE,
+    'forged',
+  ]);
+  return Number(/packets (\d+)/.exec(out)?.[1] ?? Number.NaN);
+}
