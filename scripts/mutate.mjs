@@ -360,6 +360,36 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-linux-bridge.test.js'],
   },
   {
+    id: 'lb-dhcp-server-passes',
+    what: "Linux bridge: a pod's DHCP and DHCPv6 server messages reach clients (a pod configures the underlay's hosts in bridging mode)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'udp sport 67 udp dport 68 counter name CLASSIFIER drop',",
+        '',
+      ],
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'udp sport 547 udp dport 546 counter name CLASSIFIER drop',",
+        '',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-dhcp-server-passes',
+    what: "OVS: a pod's DHCP and DHCPv6 server messages reach clients (a pod configures the underlay's hosts in bridging mode)",
+    edits: [
+      ['src/datapath/ovs/pipeline.js', "flow(c, T.CLASSIFIER, 220, 'udp,tp_src=67,tp_dst=68', 'drop'),", ''],
+      [
+        'src/datapath/ovs/pipeline.js',
+        "flow(c, T.CLASSIFIER, 220, 'udp6,tp_src=547,tp_dst=546', 'drop'),",
+        '',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
     id: 'ovs-dad-any-target',
     what: "OVS: a DAD probe (NS from ::) passes whatever its target (a pod takes a neighbour's tentative address away)",
     edits: [

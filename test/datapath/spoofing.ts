@@ -31,6 +31,7 @@ import {
   ping,
   type SpoofingBed,
   snmp,
+  udpListener,
 } from './spoofing-bed.js';
 import { neighbourDiscoveryGuardTests } from './spoofing-nd.js';
 
@@ -291,6 +292,31 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       );
       await sleep(200);
       assert.equal(await snmp(third.ns, 'Icmp6InRedirects'), before, 'redirects at the victim');
+    });
+
+    // DHCP snooping's rule: a client port sends no server messages. A pod that answers DHCP (an offer
+    // naming itself as router and DNS server) would configure the underlay's hosts in bridging mode
+    // (found in a security review with busybox udhcpd in a pod). Linux bridge: ip4_guard's `udp sport
+    // 67 udp dport 68 counter name CLASSIFIER drop` and ip6_guard's `udp sport 547 udp dport 546 ...`
+    // (pod-guard.ts CHAINS). OVS: table 0's `udp,tp_src=67,tp_dst=68` and `udp6,tp_src=547,tp_dst=546`
+    // drop flows (pipeline.ts pipelineFlows). Decision 29.
+    test("a DHCP or DHCPv6 server's message from a pod never reaches a client", async () => {
+      const a = attacker;
+      const v4 = await udpListener(third.ns, 4, 68, 4);
+      const v6 = await udpListener(third.ns, 6, 546, 4);
+      const before = await drops('CLASSIFIER');
+      const offer = (sport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=68)/Raw(b'${payload}')`;
+      const reply = (sport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.ll}', dst='${third.ll}')/UDP(sport=${sport}, dport=546)/Raw(b'${payload}')`;
+      await scapy.send(offer(67, 'offer'), 3);
+      await scapy.send(reply(547, 'reply'), 3);
+      // The same from other source ports: they must arrive.
+      await scapy.send(offer(1067, 'genuine'), 1);
+      await scapy.send(reply(1547, 'genuine'), 1);
+      assert.deepEqual(await v4.heard, ['genuine'], 'what the DHCP client port heard');
+      assert.deepEqual(await v6.heard, ['genuine'], 'what the DHCPv6 client port heard');
+      await counted('CLASSIFIER', before, 6);
     });
 
     neighbourDiscoveryGuardTests(bed);

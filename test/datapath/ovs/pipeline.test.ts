@@ -101,6 +101,18 @@ test('pipeline flows: every table ends in a counted default; the gateway may ARP
   );
   assert.ok(flows.every((f) => f.cookie === PIPELINE_COOKIE));
   const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
+  for (const [proto, ports] of [
+    ['udp', 'tp_src=67,tp_dst=68'],
+    ['udp6', 'tp_src=547,tp_dst=546'],
+  ]) {
+    const dhcp = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.join(',') === `${proto},${ports}`);
+    assert.equal(
+      dhcp?.actions,
+      'drop',
+      `a DHCP server's message to a client (${proto}) from a pod is dropped`,
+    );
+    assert.ok((gwPass?.priority ?? 0) > (dhcp?.priority ?? 0), 'but not from the gateway');
+  }
   for (const type of [133, 134, 137]) {
     const ra = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes(`icmp_type=${type}`));
     assert.equal(ra?.actions, 'drop', `ICMPv6 type ${type} from a pod is dropped`);

@@ -82,11 +82,15 @@ export function formatMatch(match: readonly OxmField[]): string[] {
       : ethType === 0x0800
         ? proto === 1
           ? ['icmp', 'ip_proto']
-          : ['ip']
+          : proto === 17
+            ? ['udp', 'ip_proto']
+            : ['ip']
         : ethType === 0x86dd
           ? proto === 58
             ? ['icmp6', 'ip_proto']
-            : ['ipv6']
+            : proto === 17
+              ? ['udp6', 'ip_proto']
+              : ['ipv6']
           : [];
   const hidden = new Set(shorthand.length > 0 ? ['eth_type', ...shorthand.slice(1)] : []);
   const rest = match.filter((f) => {

@@ -26,6 +26,7 @@ const ETH_TYPE_ARP = 0x0806;
 const ETH_TYPE_IPV6 = 0x86dd;
 const IPPROTO_ICMP = 1;
 const IPPROTO_ICMPV6 = 58;
+const IPPROTO_UDP = 17;
 
 /** Shorthands (ovs-fields(7)): the fields each stands for. */
 const SHORTHANDS: Record<string, [number, number?]> = {
@@ -34,6 +35,8 @@ const SHORTHANDS: Record<string, [number, number?]> = {
   arp: [ETH_TYPE_ARP],
   icmp: [ETH_TYPE_IP, IPPROTO_ICMP],
   icmp6: [ETH_TYPE_IPV6, IPPROTO_ICMPV6],
+  udp: [ETH_TYPE_IP, IPPROTO_UDP],
+  udp6: [ETH_TYPE_IPV6, IPPROTO_UDP],
 };
 
 /** Match names ovs-ofctl accepts for a field, beside the field's own name. */
@@ -46,6 +49,9 @@ const MATCH_ALIASES: Record<string, string> = {
   ip_src: 'ipv4_src',
   nw_dst: 'ipv4_dst',
   ip_dst: 'ipv4_dst',
+  // The transport ports podwire matches are UDP's only (udp, udp6).
+  tp_src: 'udp_src',
+  tp_dst: 'udp_dst',
 };
 
 /** Reserved port names (ovs-ofctl(8) "Port names"). */
@@ -195,7 +201,8 @@ function matchToken(s: MatchState, token: string): void {
     return;
   }
   const eq = token.indexOf('=');
-  if (eq < 0) fail('match token', token, 'not a shorthand podwire knows (arp, ip, ipv6, icmp, icmp6)');
+  if (eq < 0)
+    fail('match token', token, 'not a shorthand podwire knows (arp, ip, ipv6, icmp, icmp6, udp, udp6)');
   let name = token.slice(0, eq);
   const text = token.slice(eq + 1);
   if (name === 'vlan_tci') {
@@ -237,6 +244,8 @@ function checkPrerequisites(s: MatchState, flowText: string): void {
     need(ethType === ETH_TYPE_IP && proto === IPPROTO_ICMP, n, 'icmp');
   for (const n of ['icmpv6_type', 'icmpv6_code'])
     need(ethType === ETH_TYPE_IPV6 && proto === IPPROTO_ICMPV6, n, 'icmp6');
+  for (const n of ['udp_src', 'udp_dst'])
+    need((ethType === ETH_TYPE_IP || ethType === ETH_TYPE_IPV6) && proto === IPPROTO_UDP, n, 'udp or udp6');
   const nd = exact(s, 'icmpv6_code') === 0;
   need(nd && (icmp6Type === 135 || icmp6Type === 136), 'nd_target', 'icmp6,icmp_type=135 or 136,icmp_code=0');
   need(nd && icmp6Type === 135, 'nd_sll', 'icmp6,icmp_type=135,icmp_code=0');
