@@ -321,6 +321,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         'ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=',
         'icmp_type=135,icmp_code=0,nd_sll=',
       ],
@@ -333,7 +334,9 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         'icmp6,${port},ipv6_src=${src},icmp_type=135,icmp_code=0,nd_sll=${mac}',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         'icmp6,${port},icmp_type=135,icmp_code=0,nd_sll=${mac}',
       ],
     ],
@@ -395,6 +398,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         'ipv6_src=::,icmp_type=135,icmp_code=0,nd_target=${target},nd_sll=',
         'ipv6_src=::,icmp_type=135,icmp_code=0,nd_sll=',
       ],
@@ -425,6 +429,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/overlay/vxlan-guard.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         '`add rule ${T} input udp dport ${port} ip saddr != @peers4 counter name forged drop`,',
         '',
       ],
@@ -437,6 +442,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/overlay/vxlan-guard.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         '`add rule ${T} forward udp dport ${port} ip daddr @peers4 counter name forged drop`,',
         '',
       ],

@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { patient } from '../../bed/emulation.js';
 import { ipJson, must, run } from '../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps, TestNode } from '../../bed/node.js';
@@ -302,8 +303,10 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
     // drop flows (pipeline.ts pipelineFlows). Decision 29.
     test("a DHCP or DHCPv6 server's message from a pod never reaches a client", async () => {
       const a = attacker;
-      const v4 = await udpListener(third.ns, 4, 68, 4);
-      const v6 = await udpListener(third.ns, 6, 546, 4);
+      // Long enough for the sends below, also in the emulated guest.
+      const seconds = patient(4000) / 1000;
+      const v4 = await udpListener(third.ns, 4, 68, seconds);
+      const v6 = await udpListener(third.ns, 6, 546, seconds);
       const before = await drops('CLASSIFIER');
       const offer = (sport: number, payload: string) =>
         `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=68)/Raw(b'${payload}')`;
