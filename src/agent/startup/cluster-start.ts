@@ -148,11 +148,15 @@ export async function startMembership(
           legacyPeerProgramming,
         });
   // Only peers may use the tunnel (decision 28): the guard first, so the socket is never open to pods.
+  // A node without VXLAN drops the guard of an earlier encap run; without nft there is none to drop.
   const nft = nftIn();
   const vxlanGuard =
     c.trafficMode === 'encap'
       ? await VxlanGuard.start(nft, VXLAN_PORT, (msg, fields) => log.warn(msg, fields))
-      : await removeVxlanGuard(nft).then(() => undefined);
+      : await removeVxlanGuard(nft).then(
+          () => undefined,
+          (err: unknown) => log.info('no VXLAN guard to remove', { reason: String(err) }),
+        );
   const { vtepMac } = await overlay.start();
   // A read-only store (the static file) must already say what this node is; its VTEP MAC is derived
   // from the node name by every peer, so the file need not carry it.
