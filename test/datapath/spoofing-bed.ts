@@ -3,8 +3,6 @@
  * sender of the attacker, and the probes that read the victims' state.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ipJson, must, run } from '../../bed/exec.js';
 import type { TestNode } from '../../bed/node.js';
@@ -79,56 +77,4 @@ export interface SpoofingBed {
   drops(guard: string): Promise<number>;
   /** The guard counted at least `n` more drops than `before` (OVS credits its counters late). */
   counted(guard: string, before: number, n: number): Promise<void>;
-}
-
-const UDP_LISTEN = `
-import socket, sys, time
-family = socket.AF_INET6 if sys.argv[1] == '6' else socket.AF_INET
-s = socket.socket(family, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('::' if family == socket.AF_INET6 else '0.0.0.0', int(sys.argv[2])))
-s.settimeout(0.1)
-print('ready', flush=True)
-end = time.time() + float(sys.argv[3])
-while time.time() < end:
-    try:
-        d, a = s.recvfrom(200)
-        print(d.decode(errors='replace'), flush=True)
-    except socket.timeout:
-        pass
-`;
-
-/**
- * A UDP listener in `ns` on `port` (any address of the family) for `seconds`: resolves once it is
- * bound; `heard` resolves with the payloads it received, one per line.
- */
-export async function udpListener(
-  ns: string,
-  family: 4 | 6,
-  port: number,
-  seconds: number,
-): Promise<{ heard: Promise<string[]> }> {
-  const child = spawn(
-    'ip',
-    ['netns', 'exec', ns, '/usr/bin/python3', '-u', '-c', UDP_LISTEN, `${family}`, `${port}`, `${seconds}`],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => {
-    out += b.toString();
-  });
-  child.stderr.on('data', (b: Buffer) => {
-    err += b.toString();
-  });
-  const exited = once(child, 'exit');
-  while (!out.startsWith('ready\n')) {
-    if (child.exitCode !== null) throw new Error(`UDP listener in ${ns} exited: ${err}`);
-    await sleep(50);
-  }
-  return {
-    heard: exited.then(() => out.split('\n').slice(1).filter(Boolean)),
-  };
 }

@@ -15,29 +15,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestCluster } from '../../bed/cluster.js';
-import { must, run } from '../../bed/exec.js';
+import { must } from '../../bed/exec.js';
 import { resultIps } from '../../bed/node.js';
+import { udpListener } from '../../bed/udp-listener.js';
 import { VXLAN_GUARD_TABLE } from '../../src/datapath/overlay/vxlan-guard.js';
 import { vtepMacFor } from '../../src/datapath/overlay/vxlan-overlay.js';
 import { PYTHON } from '../datapath/ovs/traffic.js';
 
 const PORT = 5557;
-
-/** Prints the source address and payload of every datagram to PORT for `argv[1]` seconds, after a line "ready". */
-const LISTEN = `
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(('0.0.0.0', ${PORT}))
-s.settimeout(0.1)
-print('ready', flush=True)
-end = time.time() + float(sys.argv[1])
-while time.time() < end:
-    try:
-        d, a = s.recvfrom(100)
-        print(a[0], d.decode(), flush=True)
-    except socket.timeout:
-        pass
-`;
 
 /** A VXLAN datagram (VNI 1) to argv[4]:4789 from a plain UDP socket; inside, UDP to PORT from argv[2] to argv[3], for the VTEP MAC argv[1]. */
 const FORGE = `
@@ -79,14 +64,11 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
     });
     after(() => cluster.cleanup());
 
-    /** Listens in `pod` while `act` runs; the sources it heard from. */
+    /** Listens in `pod` while `act` runs; each datagram it heard as "SOURCE PAYLOAD". */
     async function heard(pod: { ns: string }, act: () => Promise<void>): Promise<string[]> {
-      const listening = run('ip', ['netns', 'exec', pod.ns, PYTHON, '-u', '-c', LISTEN, '6']);
-      await sleep(1500); // python is up and bound
+      const listener = await udpListener(pod.ns, 4, PORT, 6);
       await act();
-      const out = await listening;
-      assert.match(out.stdout, /^ready/, out.stderr);
-      return out.stdout.split('\n').slice(1).filter(Boolean);
+      return (await listener.heard).map((h) => `${h.from} ${h.payload}`);
     }
 
     const py = (pod: { ns: string }, code: string, ...args: string[]) =>

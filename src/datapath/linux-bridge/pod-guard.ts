@@ -15,9 +15,9 @@
  *                else drop (ARP_SPOOF_GUARD)
  *   ip4_guard    DHCP server to client (UDP 67 -> 68): drop (CLASSIFIER); (iifname, ether src, IPv4
  *                src): accept; else drop (IP_SPOOF_GUARD)
- *   ip6_guard    RS, RA, redirect, DHCPv6 server to client (UDP 547 -> 546): drop (CLASSIFIER); NA -> na_guard, NS -> ns_guard, then (iifname, ether
- *                src, IPv6 src = own address or EUI-64 link-local; `::` for ICMPv6 only): accept;
- *                else drop (IP_SPOOF_GUARD)
+ *   ip6_guard    RS, RA, redirect, DHCPv6 server to client (UDP 547 -> 546): drop (CLASSIFIER);
+ *                NA -> na_guard, NS -> ns_guard, then (iifname, ether src, IPv6 src = own address or
+ *                EUI-64 link-local; `::` for ICMPv6 only): accept; else drop (IP_SPOOF_GUARD)
  *   na_guard     target = own address or link-local, with own MAC as TLL option or no option: on to
  *                the source check; else drop (ND_GUARD)
  *   ns_guard     from :: (DAD, whatever its options) with own address or link-local as target, no

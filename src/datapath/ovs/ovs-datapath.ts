@@ -584,8 +584,8 @@ export class OvsDatapath implements Datapath {
 
   /**
    * What each table refused: the packets of its drop flows (pipeline.ts), the priority-0 flow that
-   * ends it and, in table 0, those for tagged frames and router solicitations, advertisements and
-   * redirects, which the Linux bridge counts as CLASSIFIER too.
+   * ends it and, in table 0, those for tagged frames, router solicitations, advertisements,
+   * redirects and DHCP server messages, which the Linux bridge counts as CLASSIFIER too.
    */
   async dropCounters(): Promise<Array<{ guard: string; packets: number }>> {
     if (!this.#flows?.connection.connected) return []; // the switch is away: nothing to read
