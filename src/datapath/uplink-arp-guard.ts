@@ -15,33 +15,11 @@
  * VLAN pool's frames leave tagged (ethertype 802.1Q). Needs Linux 5.16+ and `nft`, as the gateway's
  * ARP guard does.
  */
-import { makePrefix, parseIpOrThrow } from '../base/ip.js';
 import { dropTable, type Nft } from '../kernel/nft.js';
 import type { GatewayAddress } from './datapath.js';
+import { podCidrsV4, podCidrsV6 } from './pod-cidrs.js';
 
 export const UPLINK_ARP_TABLE = 'podwire_uplink_arp';
-
-/** The node's IPv4 pod CIDRs, from its gateway addresses (the address with its host bits cleared). */
-export function podCidrsV4(gateways: readonly GatewayAddress[]): string[] {
-  return gateways
-    .filter((g) => g.family === 4)
-    .map((g) => {
-      const host = (1n << BigInt(32 - g.prefixLength)) - 1n;
-      const network = parseIpOrThrow(g.address).value & (0xffffffffn ^ host);
-      return makePrefix(4, network, g.prefixLength).text;
-    });
-}
-
-/** The node's IPv6 pod CIDRs as (network, prefix length), from its gateway addresses. */
-export function podCidrsV6(gateways: readonly GatewayAddress[]): Array<{ network: bigint; length: number }> {
-  const all = (1n << 128n) - 1n;
-  return gateways
-    .filter((g) => g.family === 6)
-    .map((g) => {
-      const host = (1n << BigInt(128 - g.prefixLength)) - 1n;
-      return { network: parseIpOrThrow(g.address).value & (all ^ host), length: g.prefixLength };
-    });
-}
 
 /**
  * The nft script that (re)creates the chain on `uplink`, in one transaction: `v4` as CIDR text, `v6`

@@ -197,6 +197,8 @@ export class BridgeDatapath implements Datapath {
       uplink.mac,
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
+    // Before it joins too: no frame crosses between the uplink and a plain pod (pod-guard.ts, forward).
+    this.#pods?.uplink(uplink.ifname, true);
     // Never hairpin on the uplink: the underlay's own floods would come back to it.
     await this.#attach(
       {
@@ -219,6 +221,7 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByIndex(uplink.index);
     if (link && link.masterIndex === this.#bridgeIndex && this.#bridgeIndex !== 0)
       this.#o.nl.setMaster(uplink.index, 0);
+    this.#pods?.uplink(uplink.ifname, false);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
     if (bridge) {
       this.#o.nl.setMac(bridge.index, uplink.targetMac);
@@ -328,7 +331,7 @@ export class BridgeDatapath implements Datapath {
         nf = NfTables.open();
         this.#ownNf = nf;
       }
-      this.#pods = await PodGuards.start(this.#o.nft, nf);
+      this.#pods = await PodGuards.start(this.#o.nft, nf, this.#o.gateways);
     } catch (err) {
       this.#ownNf?.close();
       this.#ownNf = undefined;

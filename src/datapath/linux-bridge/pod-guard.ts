@@ -9,6 +9,8 @@
  * NETLINK_NETFILTER in one transaction (kernel/netlink/nf-tables.ts), so ADD and DEL spawn nothing.
  *
  *   prerouting   iifname in pod_ports -> guard (other ports, e.g. the uplink, are not ours to guard)
+ *   forward      bridging mode: a frame between the uplink and a plain pod, either way: drop
+ *                (L2_FORWARDING); only pool pods (in underlay_pods) share the underlay's L2
  *   guard        802.1Q/802.1ad tag: drop (CLASSIFIER); ARP -> arp_guard; IPv4 -> ip4_guard;
  *                IPv6 -> ip6_guard; any other ethertype: drop (CLASSIFIER)
  *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
@@ -38,7 +40,13 @@ export const POD_GUARD_TABLE = 'podwire_pod_guard';
 export const POD_GUARD_FAMILY = NFPROTO_BRIDGE;
 
 /** The drop counters, named like the OVS tables whose priority-0 flows count the same drops. */
-export const POD_GUARD_COUNTERS = ['CLASSIFIER', 'ARP_SPOOF_GUARD', 'ND_GUARD', 'IP_SPOOF_GUARD'] as const;
+export const POD_GUARD_COUNTERS = [
+  'CLASSIFIER',
+  'ARP_SPOOF_GUARD',
+  'ND_GUARD',
+  'IP_SPOOF_GUARD',
+  'L2_FORWARDING',
+] as const;
 
 /** Set name -> its key, as nft declares it. */
 const SETS: Record<string, string> = {
@@ -50,10 +58,29 @@ const SETS: Record<string, string> = {
   pod_nd_target: 'typeof meta iifname . ether saddr . @th,64,128',
   pod_na_tll: 'typeof meta iifname . ether saddr . @th,64,128 . @th,208,48',
   pod_ns_sll: 'typeof meta iifname . @th,208,48',
+  // Pool pods: their addresses are the underlay's (pod-cidrs.ts); and the uplink, in bridging mode.
+  underlay_pods: 'type ifname',
+  uplink: 'type ifname',
+};
+
+/** The base chains and their hooks; the others are jumped to. */
+const HOOKS: Record<string, string> = {
+  prerouting: 'type filter hook prerouting priority -200; policy accept;',
+  forward: 'type filter hook forward priority -200; policy accept;',
 };
 
 const CHAINS: Record<string, string[]> = {
   prerouting: ['meta iifname @pod_ports jump guard'],
+  // Bridging mode (pod-cidrs.ts): a plain pod is node-local, the node routes its traffic. A frame it
+  // sends to an underlay host's MAC, or floods, would leave the uplink (masqueraded to the node's IP
+  // with the pod's MAC), and the underlay could reach it at L2 past the node. The bridge calls this
+  // hook once per output port, floods included. Frames addressed to the node itself pass (pkttype
+  // host): bridge netfilter forwards a packet the node DNATs (a Service's endpoint, the reply of a
+  // masqueraded connection) as a bridged frame when the new destination lies on the same bridge.
+  forward: [
+    'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',
+    'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',
+  ],
   guard: [
     // A pod sends untagged frames; a tag of its own would put it on a VLAN of its choosing.
     'ether type { 8021q, 8021ad } counter name CLASSIFIER drop',
@@ -117,8 +144,7 @@ export function podGuardScript(): string {
   const lines = [`table ${T} {`];
   for (const c of POD_GUARD_COUNTERS) lines.push(`  counter ${c} { }`);
   for (const [name, key] of Object.entries(SETS)) lines.push(`  set ${name} { ${key}; }`);
-  lines.push('  chain prerouting { type filter hook prerouting priority -200; policy accept; }');
-  for (const chain of Object.keys(CHAINS)) if (chain !== 'prerouting') lines.push(`  chain ${chain} { }`);
+  for (const chain of Object.keys(CHAINS)) lines.push(`  chain ${chain} { ${HOOKS[chain] ?? ''} }`);
   lines.push('}');
   for (const chain of Object.keys(CHAINS)) lines.push(`flush chain ${T} ${chain}`);
   for (const [chain, rules] of Object.entries(CHAINS)) {
@@ -133,6 +159,8 @@ export interface PodIdentity {
   mac: string;
   /** The pod's addresses, without prefix length. */
   ips: string[];
+  /** A pool pod (pod-cidrs.ts): in bridging mode it shares the underlay's L2. */
+  underlay?: boolean;
 }
 
 const ZERO_V4 = parseIpBytes('0.0.0.0').bytes;
@@ -149,6 +177,7 @@ export function podGuardKeys(p: PodIdentity): SetKeys[] {
     { set: 'pod_arp', keys: [...v4, ZERO_V4].map((ip) => concatKey([name, mac, mac, ip])) },
     { set: 'pod_ip4', keys: v4.map((ip) => concatKey([name, mac, ip])) },
   ];
+  if (p.underlay) groups.push({ set: 'underlay_pods', keys: [name] });
   if (v6.length > 0) {
     const own = [...v6, parseIpBytes(eui64LinkLocal(p.mac.toLowerCase())).bytes];
     groups.push(
@@ -197,6 +226,8 @@ export function readPodIdentities(nf: NfTables): Map<string, PodIdentity> {
     return p;
   };
   for (const k of nf.listElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, 'pod_ports')) get(nameOf(k), '');
+  for (const k of nf.listElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, 'underlay_pods'))
+    get(nameOf(k), '').underlay = true;
   for (const k of nf.listElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, 'pod_ip4')) {
     const p = get(nameOf(k), hex(k.subarray(16, 22)));
     p.mac = hex(k.subarray(16, 22));
@@ -267,4 +298,21 @@ export function podGuardDrops(nf: NfTables): Array<{ guard: string; packets: num
     guard,
     packets: Number(counters.find((c) => c.name === guard)?.packets ?? 0n),
   }));
+}
+
+/**
+ * Bridging mode: names the uplink (`nft add element bridge podwire_pod_guard uplink { UPLINK }`), or,
+ * with `attached` false, forgets it; either is no error when already so.
+ */
+export function setGuardUplink(nf: NfTables, ifname: string, attached: boolean): void {
+  const keys: SetKeys[] = [{ set: 'uplink', keys: [ifnameKey(ifname)] }];
+  if (attached) {
+    nf.addElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, keys);
+    return;
+  }
+  try {
+    nf.deleteElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, keys);
+  } catch (err) {
+    if (!(err instanceof KernelError && err.errno === ENOENT)) throw err;
+  }
 }

@@ -5,10 +5,12 @@
  */
 
 import { CheckFailedError, DatapathError } from '../../base/errors.js';
+import type { Prefix } from '../../base/ip.js';
 import { podMac } from '../../base/pod-mac.js';
 import type { NfTables } from '../../kernel/netlink/nf-tables.js';
 import type { Nft } from '../../kernel/nft.js';
-import type { PodPort } from '../datapath.js';
+import type { GatewayAddress, PodPort } from '../datapath.js';
+import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import {
   addPodGuard,
   missingPodGuard,
@@ -17,21 +19,30 @@ import {
   podGuardScript,
   readPodIdentities,
   removePodGuard,
+  setGuardUplink,
 } from './pod-guard.js';
 
 export class PodGuards {
   readonly #nf: NfTables;
   readonly #pods: Map<string, PodIdentity>;
+  /** The node's pod CIDRs: a pod with an address outside them is a pool pod. */
+  readonly #cidrs: Prefix[];
 
-  private constructor(nf: NfTables, pods: Map<string, PodIdentity>) {
+  private constructor(nf: NfTables, pods: Map<string, PodIdentity>, cidrs: Prefix[]) {
     this.#nf = nf;
     this.#pods = pods;
+    this.#cidrs = cidrs;
   }
 
   /** Installs or updates the table (`nft`, at start only), and reads back the pods it guards. */
-  static async start(nft: Nft, nf: NfTables): Promise<PodGuards> {
+  static async start(nft: Nft, nf: NfTables, gateways: readonly GatewayAddress[]): Promise<PodGuards> {
     await nft.apply(podGuardScript());
-    return new PodGuards(nf, readPodIdentities(nf));
+    return new PodGuards(nf, readPodIdentities(nf), podCidrs(gateways));
+  }
+
+  /** Bridging mode: the uplink joined the bridge (`attached`), or left it. */
+  uplink(ifname: string, attached: boolean): void {
+    setGuardUplink(this.#nf, ifname, attached);
   }
 
   /**
@@ -46,8 +57,12 @@ export class PodGuards {
     else if (port.podIps.length > 0)
       p = { hostIfname: port.hostIfname, mac: podMac(port.podIps), ips: port.podIps };
     else throw new DatapathError(`no MAC or address to guard ${port.hostIfname} with`);
+    p.underlay = onUnderlay(p.ips, this.#cidrs);
     // A pod re-added with other addresses (reconcile from the claims) loses what it had.
-    if (known?.mac && (known.mac !== p.mac || known.ips.join() !== p.ips.join()))
+    if (
+      known?.mac &&
+      (known.mac !== p.mac || known.ips.join() !== p.ips.join() || Boolean(known.underlay) !== p.underlay)
+    )
       removePodGuard(this.#nf, known);
     addPodGuard(this.#nf, p);
     this.#pods.set(port.hostIfname, p);

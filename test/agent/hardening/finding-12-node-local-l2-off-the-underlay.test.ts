@@ -21,17 +21,17 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { bridgedNode, UNDERLAY_HOST_IP } from '../../../bed/bridged-node.js';
 import { must, run } from '../../../bed/exec.js';
 import { NamespaceSet } from '../../../bed/namespaces.js';
-import { resultIps, TestNode } from '../../../bed/node.js';
+import { resultIps, type TestNode } from '../../../bed/node.js';
 import { ovsAvailable } from '../../../bed/ovs.js';
 import { capture } from '../../../bed/tcpdump.js';
 import { UPLINK_ARP_TABLE } from '../../../src/datapath/uplink-arp-guard.js';
 
 const POD_CIDR = '10.244.72.0/24';
 const POD_CIDR6 = 'fd00:72::/64';
-const NODE_IP = '192.0.2.10';
-const HOST_IP = '192.0.2.20';
+const HOST_IP = UNDERLAY_HOST_IP;
 
 const datapaths: Array<'linux-bridge' | 'ovs'> = ovsAvailable() ? ['linux-bridge', 'ovs'] : ['linux-bridge'];
 
@@ -47,35 +47,12 @@ for (const datapath of datapaths) {
     let underlay = '';
 
     before(async () => {
-      nodeNs = await spaces.add('f12node');
-      underlay = await spaces.add('f12under');
-      await must('ip', [
-        '-n',
-        nodeNs,
-        'link',
-        'add',
-        'up0',
-        'type',
-        'veth',
-        'peer',
-        'name',
-        'wire0',
-        'netns',
-        underlay,
-      ]);
-      await must('ip', ['-n', nodeNs, 'addr', 'add', `${NODE_IP}/24`, 'dev', 'up0']);
-      await must('ip', ['-n', nodeNs, 'link', 'set', 'up0', 'up']);
-      // The underlay host: the other end of the wire, with an address on the underlay's subnet.
-      await must('ip', ['-n', underlay, 'addr', 'add', `${HOST_IP}/24`, 'dev', 'wire0']);
-      await must('ip', ['-n', underlay, 'link', 'set', 'wire0', 'up']);
-      await must('ip', ['-n', underlay, 'link', 'set', 'lo', 'up']);
-      node = new TestNode({
-        nodeNs,
+      ({ node, nodeNs, underlay } = await bridgedNode(
+        spaces,
+        'f12',
         datapath,
-        podCIDRs: dualStack ? [POD_CIDR, POD_CIDR6] : [POD_CIDR],
-        config: { bridging: { uplink: 'up0' } },
-      });
-      await node.setup();
+        dualStack ? [POD_CIDR, POD_CIDR6] : [POD_CIDR],
+      ));
     });
 
     after(async () => {

@@ -1,0 +1,44 @@
+/**
+ * The node's pod CIDRs, as the datapaths know them (from the gateway addresses: each gateway is the
+ * first address of its pod CIDR), and what they tell about a pod: a pod with an address outside them
+ * drew it from an IP pool, so its addresses are the underlay's and, in bridging mode, its frames
+ * belong on the underlay's L2. Every other pod (a plain pod) is node-local: the node routes its
+ * traffic, and neither its frames nor the underlay's ever cross the uplink to or from it.
+ */
+import { makePrefix, type Prefix, parseIp, parseIpOrThrow, prefixContainsIp } from '../base/ip.js';
+import type { GatewayAddress } from './datapath.js';
+
+/** The prefix of each gateway address (the address with its host bits cleared). */
+export function podCidrs(gateways: readonly GatewayAddress[]): Prefix[] {
+  return gateways.map((g) => {
+    const bits = g.family === 4 ? 32 : 128;
+    const all = (1n << BigInt(bits)) - 1n;
+    const host = (1n << BigInt(bits - g.prefixLength)) - 1n;
+    return makePrefix(g.family, parseIpOrThrow(g.address).value & (all ^ host), g.prefixLength);
+  });
+}
+
+/** The node's IPv4 pod CIDRs as text. */
+export function podCidrsV4(gateways: readonly GatewayAddress[]): string[] {
+  return podCidrs(gateways)
+    .filter((p) => p.family === 4)
+    .map((p) => p.text);
+}
+
+/** The node's IPv6 pod CIDRs as (network, prefix length). */
+export function podCidrsV6(gateways: readonly GatewayAddress[]): Array<{ network: bigint; length: number }> {
+  return podCidrs(gateways)
+    .filter((p) => p.family === 6)
+    .map((p) => ({ network: p.network, length: p.length }));
+}
+
+/**
+ * Whether a pod with these addresses is an underlay (pool) pod: one of them lies outside every pod
+ * CIDR of the node. A pod without addresses is not (what cannot be told is node-local).
+ */
+export function onUnderlay(ips: readonly string[], cidrs: readonly Prefix[]): boolean {
+  return ips.some((text) => {
+    const ip = parseIp(text);
+    return ip !== undefined && !cidrs.some((c) => prefixContainsIp(c, ip));
+  });
+}
