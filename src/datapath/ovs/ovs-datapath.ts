@@ -14,11 +14,14 @@
  */
 import { dirname } from 'node:path';
 import { DatapathError, NotAvailableError } from '../../base/errors.js';
+import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
+import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
+import { floodFlowOf, floodFlows } from './flood-flows.js';
 import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
 import { GroupCommit } from './group-commit.js';
 import { OfportPool } from './ofport-pool.js';
@@ -32,8 +35,8 @@ import {
   podCookie,
   podFlows,
   TABLE_NAMES,
+  UNDERLAY_FLOOD_COOKIE,
   vlanCookie,
-  vlanFloodFlow,
 } from './pipeline.js';
 import { checkPodPort } from './port-check.js';
 import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_POD, ROLE_UPLINK } from './port-record.js';
@@ -80,24 +83,6 @@ const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
   const socket = ovsdb.startsWith('unix:') ? ovsdb.slice(5) : ovsdb;
   return `unix:${dirname(socket)}/${bridge}.mgmt`;
-}
-
-/** The multicast flow of each VLAN that has pod ports in `rows` (only of `only`, when given). */
-function vlanFloodFlows(rows: PortRow[], uplinkOfport: number | undefined, only?: number): string[] {
-  const members = new Map<number, number[]>();
-  for (const row of rows) {
-    const vlan = parsePodExternalIds(row.externalIds)?.vlan;
-    if (!vlan || (only !== undefined && vlan !== only) || row.ofport === undefined || row.ofport < 1)
-      continue;
-    members.set(vlan, [...(members.get(vlan) ?? []), row.ofport]);
-  }
-  return [...members].map(([vlan, ports]) =>
-    vlanFloodFlow(
-      vlan,
-      ports.sort((a, b) => a - b),
-      uplinkOfport,
-    ),
-  );
 }
 
 export class OvsDatapath implements Datapath {
@@ -149,10 +134,13 @@ export class OvsDatapath implements Datapath {
   /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
   #gateway: GatewayFlowsInput | undefined;
   /** Per VLAN, the tail of its queue of multicast-flow updates: one at a time, each from OVSDB as it is then. */
-  readonly #vlanQueues = new Map<number, Promise<void>>();
+  readonly #floodQueues = new Map<number, Promise<void>>();
+  /** The node's pod CIDRs: a pod with an address outside them is a pool pod (pod-cidrs.ts). */
+  readonly #cidrs: Prefix[];
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
+    this.#cidrs = podCidrs(options.gateways);
     this.podTxChecksumming = options.datapathType !== 'netdev';
     this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
     this.#openflowTarget = options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge);
@@ -243,15 +231,18 @@ export class OvsDatapath implements Datapath {
           mac: rec.mac,
           ips: rec.ips,
           cookie: podCookie(row.name),
+          underlay: onUnderlay(rec.ips, this.#cidrs),
           ...(rec.vlan ? { vlan: rec.vlan } : {}),
         }),
       );
       if (rec.vlan) vlanPorts.push(row.name);
     }
-    want.push(...vlanFloodFlows(rows, gw.uplinkOfport));
+    want.push(...floodFlows(rows, gw, this.#cidrs));
     const outcome = await flows.replace(want);
-    // Like flows, no-flood does not outlive ovs-vswitchd: set it again.
-    for (const name of vlanPorts) await flows.setNoFlood(name);
+    // Like flows, no-flood does not outlive ovs-vswitchd: set it again, on the uplink too.
+    const uplink =
+      gw.uplinkOfport === undefined ? undefined : rows.find((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK);
+    for (const name of [...vlanPorts, ...(uplink ? [uplink.name] : [])]) await flows.setNoFlood(name);
     // Only now, with every table as wanted: a restarted ovs-vswitchd that kept the kernel's flows
     // meanwhile (deploy/'s OVS container sets the flag before starting it) revalidates them against
     // these tables and handles new packets again.
@@ -396,11 +387,12 @@ export class OvsDatapath implements Datapath {
       ...(vlan ? { vlan } : {}),
     };
     const cookie = podCookie(port.hostIfname);
+    const underlay = onUnderlay(port.podIps, this.#cidrs);
     const program = (ofport: number) =>
       // Not a bundle: the port's link is down until below, so nothing meets a half-written set (I5).
       flows.apply({
         deleteCookies: [cookie],
-        add: podFlows({ ofport, mac: port.podMac, ips: port.podIps, cookie, vlan }),
+        add: podFlows({ ofport, mac: port.podMac, ips: port.podIps, cookie, vlan, underlay }),
         atomic: false,
       });
     // The port's number is chosen here, so its flows go out while ovs-vswitchd opens the port.
@@ -432,7 +424,10 @@ export class OvsDatapath implements Datapath {
     if (vlan) {
       // The node's untagged floods must not reach a pod of a VLAN; its VLAN's multicast flow does.
       await flows.setNoFlood(port.hostIfname);
-      await this.#syncVlanFlood(flows, vlan);
+      await this.#syncFlood(flows, vlan);
+    } else if (underlay && this.#gateway?.uplinkOfport !== undefined) {
+      // An untagged pool pod hears the underlay's multicast (bridging mode).
+      await this.#syncFlood(flows, 0);
     }
   }
 
@@ -515,14 +510,20 @@ export class OvsDatapath implements Datapath {
       return;
     }
     this.#ofports.release(row.ofport, row.ofportRequest);
-    const vlan = parsePodExternalIds(row.externalIds)?.vlan;
-    if (vlan && flows && this.#switchReady) await this.#syncVlanFlood(flows, vlan);
+    const rec = parsePodExternalIds(row.externalIds);
+    if (!rec || !flows || !this.#switchReady) return;
+    if (rec.vlan) await this.#syncFlood(flows, rec.vlan);
+    else if (this.#gateway?.uplinkOfport !== undefined && onUnderlay(rec.ips, this.#cidrs))
+      await this.#syncFlood(flows, 0);
   }
 
   async checkPort(hostIfname: string): Promise<void> {
     const flows = this.#readyFlows();
     await this.#portOp(async () =>
-      checkPodPort({ nl: this.#o.nl, vs: await this.#db(), flows, bridge: this.#o.bridge }, hostIfname),
+      checkPodPort(
+        { nl: this.#o.nl, vs: await this.#db(), flows, bridge: this.#o.bridge, podCidrs: this.#cidrs },
+        hostIfname,
+      ),
     );
   }
 
@@ -543,6 +544,8 @@ export class OvsDatapath implements Datapath {
       await setGatewayMac(vs, this.#o, mac, this.#portTimeoutMs);
       await vs.addPort(uplink.ifname, { externalIds: { [EXT_ROLE]: ROLE_UPLINK } });
       const row = await vs.waitOfport(uplink.ifname, this.#portTimeoutMs);
+      // At once: FLOOD from a plain pod must not reach the underlay (pipeline.ts, decision 30).
+      await this.#readyFlows().setNoFlood(uplink.ifname);
       if (this.#o.datapathType === 'netdev') await dropKernelIngress(this.#o.nft, uplink.ifname);
       this.#gateway = {
         ofport: gw.ofport,
@@ -654,27 +657,31 @@ export class OvsDatapath implements Datapath {
     const gw = this.#requireGateway();
     const flows = this.#readyFlows();
     const vs = await this.#db();
-    const floods = vlanFloodFlows(await vs.ports(), gw.uplinkOfport);
-    await flows.apply({ deleteCookies: [PIPELINE_COOKIE], add: [...pipelineFlows(gw), ...floods] });
+    const floods = floodFlows(await vs.ports(), gw, this.#cidrs);
+    await flows.apply({
+      deleteCookies: [PIPELINE_COOKIE, UNDERLAY_FLOOD_COOKIE],
+      add: [...pipelineFlows(gw), ...floods],
+    });
   }
 
   /**
-   * Rewrites the multicast flow of `vlan` from the pod ports OVSDB holds now, or removes it when the
-   * VLAN has no pod left. Updates of one VLAN run one at a time, each after its caller's port change,
-   * so the last one always sees every port.
+   * Rewrites the multicast flow of `vlan` (0: the uplink's untagged one, flood-flows.ts) from the pod
+   * ports OVSDB holds now, or removes it when the group lists nothing. Updates of one group run one
+   * at a time, each after its caller's port change, so the last one always sees every port.
    */
-  #syncVlanFlood(flows: FlowTable, vlan: number): Promise<void> {
+  #syncFlood(flows: FlowTable, vlan: number): Promise<void> {
     const run = async () => {
       const vs = await this.#db();
-      const [flow] = vlanFloodFlows(await vs.ports(), this.#gateway?.uplinkOfport, vlan);
+      const gw = this.#requireGateway();
+      const flow = floodFlowOf(await vs.ports(), gw, this.#cidrs, vlan);
       if (flow) await flows.apply({ add: [flow] });
-      else await flows.deleteCookie(vlanCookie(vlan));
+      else await flows.deleteCookie(vlan === 0 ? UNDERLAY_FLOOD_COOKIE : vlanCookie(vlan));
     };
-    const next = (this.#vlanQueues.get(vlan) ?? Promise.resolve()).then(run, run);
+    const next = (this.#floodQueues.get(vlan) ?? Promise.resolve()).then(run, run);
     const tail = next.catch(() => undefined);
-    this.#vlanQueues.set(vlan, tail);
+    this.#floodQueues.set(vlan, tail);
     void tail.then(() => {
-      if (this.#vlanQueues.get(vlan) === tail) this.#vlanQueues.delete(vlan);
+      if (this.#floodQueues.get(vlan) === tail) this.#floodQueues.delete(vlan);
     });
     return next;
   }

@@ -17,7 +17,8 @@
  *  46  GATEWAY_CT       a new connection from the gateway port: committed with ct_mark 1 -> 50; a reply
  *                       (or related packet) of such a connection from a pod: dl_dst = gateway MAC -> 50
  *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop,
- *                       or in bridging mode: out of the uplink (the underlay's hosts)
+ *                       or in bridging mode: out of the uplink (the underlay's hosts), from the
+ *                       gateway and pool pods only
  *
  * VLANs (pools with a VLAN, bridging mode): reg1 carries the VLAN of the frame's source, 0 for
  * untagged. A pod's guard flows set it from the pod's pool; a tagged frame from the uplink has its
@@ -25,6 +26,14 @@
  * own VLAN; frames of a VLAN leave the uplink tagged again. Untagged multicast floods (VLAN pods'
  * ports are marked no-flood); a VLAN's multicast goes to its local pods and the uplink by one flow
  * per VLAN (`vlanFloodFlow`).
+ *
+ * Bridging mode keeps plain pods off the underlay's L2 (decision 30): reg2 says which side of the
+ * uplink a frame belongs to. 0x1 (UNDERLAY): from the gateway (the node itself) or a pool pod, whose
+ * addresses are the underlay's; the uplink sets 0x3 (UNDERLAY | FROM_UPLINK). A plain pod (an address
+ * of the node's pod CIDRs) leaves it 0. Only UNDERLAY frames leave through the uplink; a plain pod's
+ * delivery flow takes no FROM_UPLINK frame. For multicast the uplink is marked no-flood: FLOOD from a
+ * plain pod stays on the node, UNDERLAY frames add the uplink by number, and the uplink's own
+ * multicast goes to the gateway and the untagged pool pods only (`underlayFloodFlow`).
  *
  * Services (kube-proxy, decision 19): the node's conntrack un-NATs a Service connection only if its
  * replies pass through the node. A connection the node has DNATed to a pod of this bridge enters
@@ -61,6 +70,13 @@ export const TABLE_NAMES: ReadonlyMap<number, string> = new Map(
 export const PIPELINE_COOKIE = 0x01n << 56n;
 const POD_COOKIE_TAG = 0x02n << 56n;
 const VLAN_COOKIE_TAG = 0x03n << 56n;
+/** The cookie of the uplink's multicast flow (bridging mode): to the gateway and untagged pool pods. */
+export const UNDERLAY_FLOOD_COOKIE = 0x04n << 56n;
+
+/** reg2 bits (see the header): the frame's source is on the underlay's side; it came in on the uplink. */
+const UNDERLAY = 0x1;
+const FROM_UPLINK = 0x2;
+const SET_UNDERLAY = `set_field:0x${UNDERLAY.toString(16)}->reg2,`;
 
 /** The cookie of a VLAN's multicast flow. */
 export function vlanCookie(vlan: number): bigint {
@@ -119,6 +135,11 @@ export interface GatewayFlowsInput {
 
 export interface PodFlowsInput {
   ofport: number;
+  /**
+   * A pool pod (pod-cidrs.ts): its addresses are the underlay's, and in bridging mode its frames may
+   * leave through the uplink. Otherwise the pod is node-local.
+   */
+  underlay?: boolean;
   mac: string;
   /** The pod's addresses, without prefix length. */
   ips: string[];
@@ -144,7 +165,7 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     // ethertype inside the tag) and leave the uplink on the VLAN it chose. Only the uplink (above) tags.
     flow(c, T.CLASSIFIER, 255, 'vlan_tci=0x1000/0x1000', 'drop'),
     flow(c, T.CLASSIFIER, 250, 'arp', goto(T.ARP_SPOOF_GUARD)),
-    flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, goto(T.CT_LOOKUP)),
+    flow(c, T.CLASSIFIER, 240, `in_port=${gw.ofport},dl_src=${mac}`, SET_UNDERLAY + goto(T.CT_LOOKUP)),
     // Pods are hosts: a router advertisement or a redirect from one is dropped (the gateway's pass above).
     // So is a router solicitation: the node forwards, and a router takes an RS's source link-layer
     // option for the sender's entry, even over a REACHABLE one (RFC 4861 6.2.6), so a pod could point
@@ -183,7 +204,7 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
         T.ARP_SPOOF_GUARD,
         200,
         `arp,in_port=${gw.ofport},dl_src=${mac},arp_spa=${ip},arp_sha=${mac}`,
-        goto(T.ARP_RESPONDER),
+        SET_UNDERLAY + goto(T.ARP_RESPONDER),
       ),
     );
   }
@@ -248,24 +269,31 @@ function conntrackFlows(gw: GatewayFlowsInput): string[] {
 
 /**
  * Bridging mode: frames from the underlay are other hosts' business and go straight to forwarding
- * (a tagged one with its VLAN moved into reg1), which delivers only to a pod's or the gateway's MAC in
- * the frame's VLAN, or floods multicast; frames for any other MAC leave through the uplink, tagged
- * again when their source is in a VLAN. OVS never outputs a frame to its own ingress port, so the
- * underlay's unknown unicast ends here.
+ * (a tagged one with its VLAN moved into reg1), marked as from the uplink, which delivers only to a
+ * pod's or the gateway's MAC in the frame's VLAN (never to a plain pod's), or floods multicast; frames
+ * from the gateway or a pool pod for any other MAC leave through the uplink, tagged again when their
+ * source is in a VLAN; a plain pod's end in table 50's drop. OVS never outputs a frame to its own
+ * ingress port, so the underlay's unknown unicast ends here. The uplink is no-flood (set by the
+ * datapath): untagged multicast of the gateway and pool pods names it.
  */
 function uplinkFlows(ofport: number): string[] {
   const c = PIPELINE_COOKIE;
   const T = TABLE;
+  const fromUplink = `set_field:0x${(UNDERLAY | FROM_UPLINK).toString(16)}->reg2,`;
+  const underlay = `reg2=0x${UNDERLAY.toString(16)}`;
   return [
     flow(
       c,
       T.CLASSIFIER,
       265,
       `in_port=${ofport},vlan_tci=0x1000/0x1000`,
-      `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,${goto(T.L2_FORWARDING)}`,
+      `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,${fromUplink}${goto(T.L2_FORWARDING)}`,
     ),
-    flow(c, T.CLASSIFIER, 260, `in_port=${ofport}`, goto(T.L2_FORWARDING)),
-    flow(c, T.L2_FORWARDING, 60, 'reg1=0', `output:${ofport}`),
+    flow(c, T.CLASSIFIER, 260, `in_port=${ofport}`, fromUplink + goto(T.L2_FORWARDING)),
+    flow(c, T.L2_FORWARDING, 105, `reg1=0,${underlay},${MULTICAST}`, `FLOOD,output:${ofport}`),
+    flow(c, T.L2_FORWARDING, 60, `reg1=0,${underlay}/0x${UNDERLAY.toString(16)}`, `output:${ofport}`),
+    // A plain pod's unicast for a MAC not on the bridge: not on to the VLAN flow below.
+    flow(c, T.L2_FORWARDING, 55, 'reg1=0', 'drop'),
     flow(
       c,
       T.L2_FORWARDING,
@@ -274,6 +302,20 @@ function uplinkFlows(ofport: number): string[] {
       `push_vlan:0x8100,move:NXM_NX_REG1[0..11]->NXM_OF_VLAN_TCI[0..11],output:${ofport}`,
     ),
   ];
+}
+
+/**
+ * Bridging mode: the uplink's untagged multicast, to the gateway and each untagged pool pod (plain
+ * pods' ports are not on the underlay's L2). Rewritten when an untagged pool pod comes or goes.
+ */
+export function underlayFloodFlow(gwOfport: number, poolPodOfports: number[]): string {
+  return flow(
+    UNDERLAY_FLOOD_COOKIE,
+    TABLE.L2_FORWARDING,
+    110,
+    `reg1=0,reg2=0x${(UNDERLAY | FROM_UPLINK).toString(16)},${MULTICAST}`,
+    [gwOfport, ...poolPodOfports].map((p) => `output:${p}`).join(','),
+  );
 }
 
 /**
@@ -299,18 +341,18 @@ export function podFlows(p: PodFlowsInput): string[] {
   const mac = p.mac.toLowerCase();
   const vlan = p.vlan ?? 0;
   const port = `in_port=${p.ofport},dl_src=${mac}`;
+  // What the guards record of the pod before passing it on: whether it is a pool pod, and its VLAN.
+  // A pod of a VLAN has it from its pool: a pool pod, whether or not the caller said so.
+  const underlay = p.underlay === true || vlan !== 0;
+  const mark = (underlay ? SET_UNDERLAY : '') + setVlan(vlan);
   const f = (table: number, match: string, actions: string) => flow(p.cookie, table, 200, match, actions);
   const out: string[] = [];
   for (const ip of p.ips) {
     if (!ip.includes(':')) {
       out.push(
-        f(
-          T.ARP_SPOOF_GUARD,
-          `arp,${port},arp_spa=${ip},arp_sha=${mac}`,
-          setVlan(vlan) + goto(T.ARP_RESPONDER),
-        ),
+        f(T.ARP_SPOOF_GUARD, `arp,${port},arp_spa=${ip},arp_sha=${mac}`, mark + goto(T.ARP_RESPONDER)),
       );
-      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, setVlan(vlan) + goto(T.CT_LOOKUP)));
+      out.push(f(T.IP_SPOOF_GUARD, `ip,${port},nw_src=${ip}`, mark + goto(T.CT_LOOKUP)));
       continue;
     }
     const ip6 = canonicalIp(ip);
@@ -348,7 +390,7 @@ export function podFlows(p: PodFlowsInput): string[] {
         ),
       );
     }
-    const pass = setVlan(vlan) + goto(T.CT_LOOKUP);
+    const pass = mark + goto(T.CT_LOOKUP);
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ip6}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, pass));
@@ -356,13 +398,11 @@ export function podFlows(p: PodFlowsInput): string[] {
   // An ARP probe (RFC 5227: sender IP 0.0.0.0) with the pod's own MAC, as the Linux bridge allows.
   if (p.ips.some((ip) => !ip.includes(':'))) {
     out.push(
-      f(
-        T.ARP_SPOOF_GUARD,
-        `arp,${port},arp_spa=0.0.0.0,arp_sha=${mac}`,
-        setVlan(vlan) + goto(T.ARP_RESPONDER),
-      ),
+      f(T.ARP_SPOOF_GUARD, `arp,${port},arp_spa=0.0.0.0,arp_sha=${mac}`, mark + goto(T.ARP_RESPONDER)),
     );
   }
-  out.push(f(T.L2_FORWARDING, `${vlanMatch(vlan)},dl_dst=${mac}`, `output:${p.ofport}`));
+  // A plain pod takes nothing the uplink brought: the underlay reaches it only through the node.
+  const notFromUplink = underlay ? '' : `,reg2=0/0x${FROM_UPLINK.toString(16)}`;
+  out.push(f(T.L2_FORWARDING, `${vlanMatch(vlan)}${notFromUplink},dl_dst=${mac}`, `output:${p.ofport}`));
   return out;
 }

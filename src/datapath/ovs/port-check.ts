@@ -4,7 +4,9 @@
  * pod's flows (by cookie: none missing, none extra), and a pod of a VLAN keeps its no-flood mark.
  */
 import { CheckFailedError, type PodwireError } from '../../base/errors.js';
+import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { onUnderlay } from '../pod-cidrs.js';
 import { formatFlow } from './openflow/flow-format.js';
 import { diffFlowSets } from './openflow/flow-key.js';
 import { parseFlowText } from './openflow/flow-parse.js';
@@ -19,7 +21,7 @@ function checkFailed(message: string): PodwireError {
 
 /** Throws ERR_CHECK_FAILED naming the first thing that differs from what ADD left. */
 export async function checkPodPort(
-  on: { nl: Rtnetlink; vs: VswitchDb; flows: FlowTable; bridge: string },
+  on: { nl: Rtnetlink; vs: VswitchDb; flows: FlowTable; bridge: string; podCidrs: readonly Prefix[] },
   hostIfname: string,
 ): Promise<void> {
   const { nl, vs, flows, bridge } = on;
@@ -40,6 +42,7 @@ export async function checkPodPort(
     ips: rec.ips,
     cookie,
     vlan: rec.vlan ?? 0,
+    underlay: onUnderlay(rec.ips, on.podCidrs),
   }).map(parseFlowText);
   const { missing, unexpected } = diffFlowSets(want, await flows.dump(cookie));
   if (missing.length > 0 || unexpected.length > 0) {

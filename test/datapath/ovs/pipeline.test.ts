@@ -129,7 +129,11 @@ test('conntrack: connections from the gateway are marked, their replies from pod
   const gwMac = '02:aa:bb:cc:dd:ee';
   const flows = pipelineFlows({ ofport: 1, mac: gwMac, ipv4s: ['10.244.1.1'] }).map(parseFlow);
   const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
-  assert.equal(gwPass?.actions, `goto_table:${TABLE.CT_LOOKUP}`, "the gateway's frames meet conntrack");
+  assert.equal(
+    gwPass?.actions,
+    `set_field:0x1->reg2,goto_table:${TABLE.CT_LOOKUP}`,
+    "the gateway's frames meet conntrack, marked as the underlay's side (decision 30)",
+  );
   const lookups = flows.filter((f) => f.table === TABLE.CT_LOOKUP && f.priority > 0);
   assert.deepEqual(
     lookups.map((f) => [f.match.join(), f.actions]),
@@ -200,10 +204,13 @@ test('bridging mode: the node IP is a pair of the gateway; the underlay is forwa
   assert.deepEqual(
     fromUplink.map((f) => [f.match.includes('vlan_tci=0x1000/0x1000'), f.actions]),
     [
-      [true, `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,goto_table:${TABLE.L2_FORWARDING}`],
-      [false, `goto_table:${TABLE.L2_FORWARDING}`],
+      [
+        true,
+        `move:NXM_OF_VLAN_TCI[0..11]->NXM_NX_REG1[0..11],pop_vlan,set_field:0x3->reg2,goto_table:${TABLE.L2_FORWARDING}`,
+      ],
+      [false, `set_field:0x3->reg2,goto_table:${TABLE.L2_FORWARDING}`],
     ],
-    'tagged frames carry their VLAN in reg1, untagged ones 0',
+    'tagged frames carry their VLAN in reg1, untagged ones 0; reg2 says: from the uplink',
   );
   assert.ok(
     fromUplink.every((f) => f.priority > 250),
@@ -217,16 +224,34 @@ test('bridging mode: the node IP is a pair of the gateway; the underlay is forwa
     (tagged?.priority ?? 0) > 250 && fromUplink.every((f) => f.priority > (tagged?.priority ?? 0)),
     'after the uplink, before every guard',
   );
-  const out = flows.filter((f) => f.table === TABLE.L2_FORWARDING && f.actions.endsWith('output:2'));
+  const out = flows.filter(
+    (f) => f.table === TABLE.L2_FORWARDING && f.actions.endsWith('output:2') && !f.actions.includes('FLOOD'),
+  );
   assert.deepEqual(
     out.map((f) => [f.match.join(), f.actions]),
     [
-      ['reg1=0', 'output:2'],
+      ['reg1=0,reg2=0x1/0x1', 'output:2'],
       ['', 'push_vlan:0x8100,move:NXM_NX_REG1[0..11]->NXM_OF_VLAN_TCI[0..11],output:2'],
     ],
-    'unknown unicast leaves through the uplink, tagged again when it came from a VLAN',
+    "unknown unicast of the underlay's side leaves through the uplink, tagged again when it came from a VLAN",
   );
   assert.ok(out.every((f) => f.priority > 0 && f.priority < 100));
+  // A plain pod's (reg2=0): dropped before the VLAN flow, and its multicast floods without the uplink.
+  const plainDrop = flows.find((f) => f.table === TABLE.L2_FORWARDING && f.match.join() === 'reg1=0');
+  assert.equal(plainDrop?.actions, 'drop');
+  assert.ok(
+    (plainDrop?.priority ?? 0) < (out[0]?.priority ?? 0) &&
+      (plainDrop?.priority ?? 0) > (out[1]?.priority ?? 0),
+  );
+  const floods = flows.filter((f) => f.table === TABLE.L2_FORWARDING && f.actions.includes('FLOOD'));
+  assert.deepEqual(
+    floods.map((f) => [f.priority, f.match.filter((m) => m.startsWith('reg')).join(), f.actions]),
+    [
+      [100, 'reg1=0', 'FLOOD'],
+      [105, 'reg1=0,reg2=0x1', 'FLOOD,output:2'],
+    ],
+    "multicast of the underlay's side names the uplink (no-flood); a plain pod's FLOOD does not reach it",
+  );
   const plain = pipelineFlows({ ofport: 1, mac, ipv4s: ['10.244.1.1'] });
   assert.ok(!plain.join('\n').includes('output:2'), 'no uplink flow without bridging');
 });
@@ -241,7 +266,8 @@ test('a pod of a VLAN: its guards record the VLAN in reg1, and it receives only 
   }).map(parseFlow);
   const passes = flows.filter((f) => f.actions.includes('goto_table') && f.table !== TABLE.ND_GUARD);
   assert.ok(passes.length > 0);
-  for (const f of passes) assert.match(f.actions, /^set_field:0x64->reg1,goto_table:\d+$/);
+  for (const f of passes)
+    assert.match(f.actions, /^set_field:0x1->reg2,set_field:0x64->reg1,goto_table:\d+$/);
   const l2 = flows.filter((f) => f.table === TABLE.L2_FORWARDING);
   assert.deepEqual(
     l2.map((f) => f.match.sort()),

@@ -1,10 +1,17 @@
 /**
  * Every flow set pipeline.ts can produce, by name: pipelineFlows with and without an uplink and with
  * zero, one or two gateway IPv4 addresses; podFlows for IPv4-only, IPv6-only and dual-stack pods,
- * untagged and in a VLAN; vlanFloodFlow with and without an uplink, and with no local pod (drop).
+ * untagged and in a VLAN, and a pool pod's; vlanFloodFlow with and without an uplink, and with no
+ * local pod (drop); underlayFloodFlow with and without pool pods.
  * Shared by the golden test (ovs-ofctl's own printing) and the real-switch test.
  */
-import { pipelineFlows, podCookie, podFlows, vlanFloodFlow } from '../../../../src/datapath/ovs/pipeline.js';
+import {
+  pipelineFlows,
+  podCookie,
+  podFlows,
+  underlayFloodFlow,
+  vlanFloodFlow,
+} from '../../../../src/datapath/ovs/pipeline.js';
 
 const GW_MAC = '02:AA:BB:CC:DD:EE';
 
@@ -37,6 +44,18 @@ export function flowCases(): Map<string, string[]> {
       );
     }
   }
+  cases.set(
+    'pool pod dual',
+    podFlows({
+      ofport: 9,
+      mac: '0A:58:C0:00:02:65',
+      ips: ['192.0.2.101', '2001:db8::65'],
+      cookie: podCookie('pw-pool'),
+      underlay: true,
+    }),
+  );
+  cases.set('underlay flood', [underlayFloodFlow(1, [9, 12])]);
+  cases.set('underlay flood, gateway only', [underlayFloodFlow(1, [])]);
   cases.set('vlan flood, no uplink', [vlanFloodFlow(100, [7, 8])]);
   cases.set('vlan flood, uplink', [vlanFloodFlow(100, [7, 8], 3)]);
   cases.set('vlan flood, uplink only', [vlanFloodFlow(4094, [], 3)]);

@@ -1,0 +1,68 @@
+/**
+ * The multicast flows that list ports, derived from OVSDB's port rows as they are now: one per VLAN
+ * with local pods (the VLAN's pods, and the uplink with the tag), and in bridging mode the uplink's
+ * untagged multicast (to the gateway and the untagged pool pods; decision 30). Each is rewritten when
+ * a port it lists comes or goes, and all of them at a replay.
+ */
+import type { Prefix } from '../../base/ip.js';
+import { onUnderlay } from '../pod-cidrs.js';
+import { type GatewayFlowsInput, underlayFloodFlow, vlanFloodFlow } from './pipeline.js';
+import { parsePodExternalIds } from './port-record.js';
+import type { PortRow } from './vswitch-db.js';
+
+/** The multicast flow of each VLAN that has pod ports in `rows` (only of `only`, when given). */
+export function vlanFloodFlows(rows: PortRow[], uplinkOfport: number | undefined, only?: number): string[] {
+  const members = new Map<number, number[]>();
+  for (const row of rows) {
+    const vlan = parsePodExternalIds(row.externalIds)?.vlan;
+    if (!vlan || (only !== undefined && vlan !== only) || row.ofport === undefined || row.ofport < 1)
+      continue;
+    members.set(vlan, [...(members.get(vlan) ?? []), row.ofport]);
+  }
+  return [...members].map(([vlan, ports]) =>
+    vlanFloodFlow(
+      vlan,
+      ports.sort((a, b) => a - b),
+      uplinkOfport,
+    ),
+  );
+}
+
+/** Bridging mode: the uplink's untagged multicast flow; none without an uplink. */
+export function underlayFloodFlows(
+  rows: PortRow[],
+  gw: GatewayFlowsInput,
+  cidrs: readonly Prefix[],
+): string[] {
+  if (gw.uplinkOfport === undefined) return [];
+  const pool: number[] = [];
+  for (const row of rows) {
+    const rec = parsePodExternalIds(row.externalIds);
+    if (!rec || rec.vlan || row.ofport === undefined || row.ofport < 1) continue;
+    if (onUnderlay(rec.ips, cidrs)) pool.push(row.ofport);
+  }
+  return [
+    underlayFloodFlow(
+      gw.ofport,
+      pool.sort((a, b) => a - b),
+    ),
+  ];
+}
+
+/**
+ * The flow of one flood group from `rows`: of VLAN `vlan`, or with 0 the uplink's untagged one;
+ * undefined when the group has nothing to list (its flow goes).
+ */
+export function floodFlowOf(
+  rows: PortRow[],
+  gw: GatewayFlowsInput,
+  cidrs: readonly Prefix[],
+  vlan: number,
+): string | undefined {
+  return vlan === 0 ? underlayFloodFlows(rows, gw, cidrs)[0] : vlanFloodFlows(rows, gw.uplinkOfport, vlan)[0];
+}
+
+/** Every flood group's flow. */
+export function floodFlows(rows: PortRow[], gw: GatewayFlowsInput, cidrs: readonly Prefix[]): string[] {
+  return [...vlanFloodFlows(rows, gw.uplinkOfport), ...underlayFloodFlows(rows, gw, cidrs)];
+}
