@@ -393,6 +393,85 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'lb-uplink-guard-out',
+    what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        '',
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'lb-uplink-guard-in',
+    what: 'Linux bridge, bridging mode: the underlay reaches a plain pod at L2 (unicast to its MAC, floods)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        '',
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'lb-uplink-guard-no-host-exception',
+    what: "Linux bridge, bridging mode: frames the node DNATs and bridge netfilter bridges (a masqueraded connection's replies, Services) are dropped too",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods counter name L2_FORWARDING drop',",
+      ],
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods counter name L2_FORWARDING drop',",
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'ovs-uplink-output-any-pod',
+    what: 'OVS, bridging mode: unknown unicast from any pod, plain ones too, leaves the uplink',
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        '60, `reg1=0,${underlay}/0x${UNDERLAY.toString(16)}`',
+        "60, 'reg1=0'",
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'ovs-plain-pod-takes-uplink-frames',
+    what: "OVS, bridging mode: a plain pod's delivery flow takes frames from the uplink (the underlay reaches it at L2)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        "underlay ? '' : `,reg2=0/0x${FROM_UPLINK.toString(16)}`",
+        "''",
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'ovs-uplink-floods',
+    what: "OVS, bridging mode: the uplink is not no-flood (a plain pod's floods leave it; also after a switch restart)",
+    edits: [
+      ['src/datapath/ovs/ovs-datapath.js', 'await this.#readyFlows().setNoFlood(uplink.ifname);', ''],
+      ['src/datapath/ovs/ovs-datapath.js', '...(uplink ? [uplink.name] : [])', ''],
+    ],
+    tests: [
+      'test/agent/hardening/plain-pods-off-the-underlay.test.js',
+      'test/datapath/ovs/switch-restart.test.js',
+    ],
+  },
+  {
     id: 'ovs-dad-any-target',
     what: "OVS: a DAD probe (NS from ::) passes whatever its target (a pod takes a neighbour's tentative address away)",
     edits: [

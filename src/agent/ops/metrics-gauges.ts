@@ -64,7 +64,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
     },
     {
       name: 'podwire_datapath_dropped_packets_total',
-      help: "Packets the datapath's guards dropped, by guard (both: CLASSIFIER, ARP_SPOOF_GUARD, ND_GUARD, IP_SPOOF_GUARD; OVS: its other tables; Linux bridge: GATEWAY_ARP_GUARD).",
+      help: "Packets the datapath's guards dropped, by guard (both: CLASSIFIER, ARP_SPOOF_GUARD, ND_GUARD, IP_SPOOF_GUARD, L2_FORWARDING; OVS: its other tables; Linux bridge: GATEWAY_ARP_GUARD).",
       type: 'counter',
       read: async () =>
         ((await ctx.datapath.dropCounters?.()) ?? []).map((d) => ({

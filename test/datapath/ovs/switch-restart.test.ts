@@ -202,7 +202,7 @@ describe(`OVS switch restarts under a running agent (${OVS_DATAPATH})`, () => {
   }
 });
 
-describe(`OVS switch restart: VLAN pods get their no-flood mark back (${OVS_DATAPATH})`, () => {
+describe(`OVS switch restart: VLAN pods and the uplink get their no-flood mark back (${OVS_DATAPATH})`, () => {
   const spaces = new NamespaceSet();
   let ovs: OvsInstance | undefined;
   let nl: Rtnetlink | undefined;
@@ -217,6 +217,7 @@ describe(`OVS switch restart: VLAN pods get their no-flood mark back (${OVS_DATA
     await spaces.cleanup();
   });
 
+  // The uplink's mark keeps a plain pod's floods off the underlay (decision 30): `#installAll` sets it.
   test('a restarted ovs-vswitchd forgets no-flood; the replay sets it again and CHECK passes', async () => {
     const nodeNs = await spaces.add('nf');
     const podNs = await spaces.add('nfpod');
@@ -249,17 +250,24 @@ describe(`OVS switch restart: VLAN pods get their no-flood mark back (${OVS_DATA
       podIps: ['10.251.0.5'],
       vlan: 100,
     });
-    const noFlood = async () => {
+    const up = nl.addVeth({ name: 'pwtnfup', peerName: 'pwtnfwire', mtu: 1500 });
+    const gwMac = nl.linkByName('pwtgw-nf')?.mac ?? '';
+    await dp.attachUplink({ ifname: 'pwtnfup', index: up.index, mac: up.mac ?? '', ips: ['192.0.2.30'] });
+    const noFlood = async (port: string) => {
       const show = await must('ovs-ofctl', ['-O', 'OpenFlow10', 'show', (ovs as OvsInstance).target(BRIDGE)]);
-      const at = show.indexOf('(pwtnf0):');
+      const at = show.indexOf(`(${port}):`);
       return /config:\s*NO_FLOOD/.test(show.slice(at, show.indexOf('state:', at)));
     };
-    assert.ok(await noFlood(), 'the VLAN pod port is no-flood after ADD');
+    const both = async () => (await noFlood('pwtnf0')) && (await noFlood('pwtnfup'));
+    assert.ok(await noFlood('pwtnf0'), 'the VLAN pod port is no-flood after ADD');
+    assert.ok(await noFlood('pwtnfup'), 'the uplink is no-flood once attached');
     await ovs.restartVswitchd();
-    const ready = await within(5000, async () => (dp as OvsDatapath).status().ready && (await noFlood()));
-    assert.ok(ready !== undefined, 'no-flood is back once the datapath is ready again');
+    const ready = await within(5000, async () => (dp as OvsDatapath).status().ready && (await both()));
+    assert.ok(ready !== undefined, 'no-flood is back on both once the datapath is ready again');
     await dp.checkPort('pwtnf0');
     await dp.detachPort('pwtnf0');
+    await dp.detachUplink({ ifname: 'pwtnfup', index: up.index, targetMac: gwMac });
     nl.deleteLinkByName('pwtnf0');
+    nl.deleteLinkByName('pwtnfup');
   });
 });
