@@ -256,7 +256,7 @@ describe(`OVS switch restart: VLAN pods and the uplink get their no-flood mark b
     const noFlood = async (port: string) => {
       const show = await must('ovs-ofctl', ['-O', 'OpenFlow10', 'show', (ovs as OvsInstance).target(BRIDGE)]);
       const at = show.indexOf(`(${port}):`);
-      return /config:\s*NO_FLOOD/.test(show.slice(at, show.indexOf('state:', at)));
+      return /config:[^\n]*NO_FLOOD/.test(show.slice(at, show.indexOf('state:', at)));
     };
     const both = async () => (await noFlood('pwtnf0')) && (await noFlood('pwtnfup'));
     assert.ok(await noFlood('pwtnf0'), 'the VLAN pod port is no-flood after ADD');
