@@ -393,6 +393,18 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'host-veth-input-off',
+    what: "both datapaths: a pod's datagram from 0.0.0.0 to a link-local group or broadcast MAC reaches the node's sockets on its host veth",
+    edits: [
+      [
+        'src/agent/startup/host-veth-input.js',
+        'meta iifkind "veth" counter name dropped drop`',
+        'meta iifkind "veth" counter name dropped accept`',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
     id: 'lb-uplink-guard-out',
     what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
     edits: [

@@ -7,6 +7,7 @@ import { formatIp } from '../../base/ip.js';
 import type { Datapath, GatewayAddress } from '../../datapath/datapath.js';
 import { parseCidr } from '../../ipam/cidr.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
+import { nftIn } from '../../kernel/nft.js';
 import { writeSysctl } from '../../kernel/sysctl.js';
 import type { AgentConfig } from '../config.js';
 import type { Logger } from '../log.js';
@@ -14,6 +15,7 @@ import type { UndoStack } from '../undo-stack.js';
 import { enableBridgeNetfilter } from './bridge-netfilter.js';
 import { UplinkBridging } from './bridging.js';
 import { createDatapath, gatewayInterface } from './datapath-select.js';
+import { installHostVethInput } from './host-veth-input.js';
 
 /** The gateway address of each pod CIDR: its first host. */
 export function gatewaysOf(podCIDRs: string[]): GatewayAddress[] {
@@ -39,6 +41,8 @@ export async function startNodeSide(
 ): Promise<NodeSide> {
   // Before the first pod: kube-proxy's Services need the bridge's frames in the node's conntrack.
   if (config.datapath === 'linux-bridge') enableBridgeNetfilter(writeSysctl, log);
+  // Before the first pod: nothing reaches the node's stack on a host veth itself.
+  await installHostVethInput(nftIn(), (message, fields) => log.warn(message, fields));
   const made = createDatapath(config, nl, gatewaysOf(config.podCIDRs), log);
   const datapath = wrap ? wrap(made) : made;
   await datapath.start();

@@ -1,0 +1,85 @@
+/**
+ * A pod's packets reach the node's own sockets only through the bridge or the gateway port, never on
+ * its host veth (src/agent/startup/host-veth-input.ts). Found in a review: a UDP datagram from 0.0.0.0
+ * to 255.255.255.255 (strict rp_filter lets that pair through) reached a socket of the node when the
+ * pod sent it to a link-local group MAC on the Linux bridge, which passes such frames up on the port
+ * they came in on before any pod guard, or, on OVS's userspace datapath, to the broadcast MAC: the
+ * kernel receives every frame of a port OVS reads through a packet socket.
+ *
+ * Per datapath: a listener on UDP 67 in the node (a DHCP server on the host, say); the pod sends both
+ * forged frames with scapy, then one datagram from its own socket to the gateway address. The listener
+ * hears only that one. Fails when the rule of `hostVethInputScript` is removed (mutation
+ * `host-veth-input-off` in scripts/mutate.mjs): on the Linux bridge the link-local frame is heard, on
+ * the userspace datapath both.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { run } from '../../../bed/exec.js';
+import { resultIps, TestNode } from '../../../bed/node.js';
+import { ovsAvailable } from '../../../bed/ovs.js';
+import { udpListener } from '../../../bed/udp-listener.js';
+import { HOST_VETH_INPUT_TABLE } from '../../../src/agent/startup/host-veth-input.js';
+import { ScapySender, scapyAvailable } from '../../datapath/ovs/scapy-sender.js';
+
+const POD_CIDR = '10.244.74.0/24';
+const GATEWAY = '10.244.74.1';
+const datapaths: Array<'linux-bridge' | 'ovs'> = ovsAvailable() ? ['linux-bridge', 'ovs'] : ['linux-bridge'];
+
+for (const datapath of datapaths) {
+  describe(`host veth input (${datapath}): nothing reaches the node on a host veth`, {
+    skip: !scapyAvailable() && 'python3-scapy is not installed',
+  }, () => {
+    let node: TestNode;
+    let scapy: ScapySender | undefined;
+
+    before(async () => {
+      node = new TestNode({ datapath, podCIDRs: [POD_CIDR] });
+      await node.setup();
+    });
+
+    after(async () => {
+      await scapy?.close();
+      await node?.cleanup();
+    });
+
+    test('a datagram from 0.0.0.0 to a link-local group or broadcast MAC is not heard; one through the gateway is', async () => {
+      const podNs = await node.addPod('hv');
+      const add = await node.cni({ command: 'ADD', containerId: 'hv', netns: podNs });
+      assert.equal(add.code, 0, add.stdout);
+      assert.equal(resultIps(add).length, 1);
+      const [link] = JSON.parse(
+        (await run('ip', ['-n', podNs, '-j', 'link', 'show', 'eth0'])).stdout,
+      ) as Array<{
+        address: string;
+      }>;
+      const mac = link?.address as string;
+      scapy = await ScapySender.start(podNs);
+      const listener = await udpListener(node.nodeNs, 4, 67, 3);
+      for (const [dst, payload] of [
+        ['01:80:c2:00:00:0e', 'link-local'],
+        ['ff:ff:ff:ff:ff:ff', 'broadcast'],
+      ]) {
+        await scapy.send(
+          `Ether(dst='${dst}', src='${mac}')/IP(src='0.0.0.0', dst='255.255.255.255')/UDP(sport=68, dport=67)/Raw(b'${payload}')`,
+          3,
+        );
+      }
+      const genuine = await run('ip', [
+        ...['netns', 'exec', podNs, '/usr/bin/python3', '-c'],
+        `import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'genuine', ('${GATEWAY}', 67))`,
+      ]);
+      assert.equal(genuine.code, 0, genuine.stderr);
+      const heard = await listener.heard;
+      assert.deepEqual(
+        heard.map((h) => `${h.from} ${h.payload}`),
+        [`${resultIps(add)[0]} genuine`],
+        'only the datagram sent through the gateway reached the node',
+      );
+      const counter = await run('ip', [
+        ...['netns', 'exec', node.nodeNs, 'nft', 'list', 'counter', 'inet', HOST_VETH_INPUT_TABLE, 'dropped'],
+      ]);
+      assert.equal(counter.code, 0, counter.stderr);
+      assert.equal((await node.cni({ command: 'DEL', containerId: 'hv', netns: podNs })).code, 0);
+    });
+  });
+}
