@@ -49,3 +49,23 @@ async function exec(cmd: string, args: string[], input?: string): Promise<string
 export function dropTable(family: string, name: string): string[] {
   return [`table ${family} ${name}`, `delete table ${family} ${name}`];
 }
+
+/**
+ * Equivalent to: `nft list counter FAMILY TABLE NAME`, its packets; undefined when the table or the
+ * counter is not there (or `nft` is not).
+ */
+export async function namedCounterPackets(
+  nft: Nft,
+  family: string,
+  table: string,
+  name: string,
+): Promise<number | undefined> {
+  let listing: string;
+  try {
+    listing = await nft.run(['list', 'counter', family, table, name]);
+  } catch {
+    return undefined;
+  }
+  const m = /packets (\d+) bytes \d+/.exec(listing);
+  return m ? Number(m[1]) : undefined;
+}

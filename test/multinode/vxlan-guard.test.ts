@@ -16,13 +16,14 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestCluster } from '../../bed/cluster.js';
 import { must } from '../../bed/exec.js';
+import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps } from '../../bed/node.js';
 import { udpListener } from '../../bed/udp-listener.js';
-import { VXLAN_GUARD_TABLE } from '../../src/datapath/overlay/vxlan-guard.js';
 import { vtepMacFor } from '../../src/datapath/overlay/vxlan-overlay.js';
 import { PYTHON } from '../datapath/ovs/traffic.js';
 
 const PORT = 5557;
+const METRICS_PORT = 9419;
 
 /** A VXLAN datagram (VNI 1) to argv[4]:4789 from a plain UDP socket; inside, UDP to PORT from argv[2] to argv[3], for the VTEP MAC argv[1]. */
 const FORGE = `
@@ -44,7 +45,13 @@ for _ in range(3):
 
 for (const datapath of ['linux-bridge', 'ovs'] as const) {
   describe(`VXLAN guard: ${datapath}`, () => {
-    const cluster = new TestCluster({ nodes: 2, store: 'file', trafficMode: 'encap', datapath });
+    const cluster = new TestCluster({
+      nodes: 2,
+      store: 'file',
+      trafficMode: 'encap',
+      datapath,
+      agentConfig: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
+    });
     const pods: Record<string, { ns: string; ip: string }> = {};
 
     before(async () => {
@@ -100,18 +107,8 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
   });
 }
 
-/** The packets the VXLAN guard of the node in `ns` dropped. */
+/** The packets the VXLAN guard of the node in `ns` dropped, as its /metrics says. */
 async function forged(ns: string): Promise<number> {
-  const out = await must('ip', [
-    'netns',
-    'exec',
-    ns,
-    'nft',
-    'list',
-    'counter',
-    'inet',
-    VXLAN_GUARD_TABLE,
-    'forged',
-  ]);
-  return Number(/packets (\d+)/.exec(out)?.[1] ?? Number.NaN);
+  const text = await scrapeMetrics(ns, METRICS_PORT);
+  return metricSample(text, 'podwire_node_guard_dropped_packets_total{guard="vxlan_forged"}') ?? Number.NaN;
 }

@@ -1,10 +1,19 @@
 /** The agent's state as Prometheus samples, read at each scrape. */
 
+import { VXLAN_GUARD_TABLE } from '../../datapath/overlay/vxlan-guard.js';
 import { attachmentKey } from '../../ipam/store.js';
+import { namedCounterPackets, nftIn } from '../../kernel/nft.js';
 import type { Scheduler } from '../cni/scheduler.js';
 import type { AgentContext } from '../context.js';
+import { HOST_VETH_INPUT_TABLE } from '../startup/host-veth-input.js';
 import type { Sampled } from './metrics.js';
 import { openDescriptors } from './open-fds.js';
+
+/** The node guards' counters: label, inet table, counter. */
+const NODE_GUARDS: ReadonlyArray<[string, string, string]> = [
+  ['host_veth_input', HOST_VETH_INPUT_TABLE, 'dropped'],
+  ['vxlan_forged', VXLAN_GUARD_TABLE, 'forged'],
+];
 
 export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] {
   return [
@@ -98,6 +107,20 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       read: () => {
         const c = ctx.datapath.switchCounters?.();
         return c ? [{ labels: {}, value: c.replayedFlows }] : [];
+      },
+    },
+    {
+      name: 'podwire_node_guard_dropped_packets_total',
+      help: "Packets the node's own guards dropped, by guard (host_veth_input: a packet that entered the node on a host veth itself, decision 31; vxlan_forged: VXLAN from a non-peer, or sent to a peer from here, decision 28); absent where a guard is not installed.",
+      type: 'counter',
+      read: async () => {
+        const nft = nftIn();
+        const out = [];
+        for (const [guard, table, counter] of NODE_GUARDS) {
+          const value = await namedCounterPackets(nft, 'inet', table, counter);
+          if (value !== undefined) out.push({ labels: { guard }, value });
+        }
+        return out;
       },
     },
     {
