@@ -89,10 +89,11 @@ for (const datapath of datapaths) {
         'the pod reaches the underlay host through its node',
       );
       assert.ok(await pingFrom(nodeNs, pod4), 'the node reaches the pod');
-      // Through the node's DNAT (kube-proxy's rules), which bridge netfilter forwards as bridged frames
+      // Through the node's DNAT (kube-proxy's rules, nftables mode: the qemu guest of test:vm has no
+      // xtables modules), which bridge netfilter forwards as bridged frames
       // on the Linux bridge: the pod reaches a Service whose endpoint is the underlay host, and the host
       // reaches the pod through a NodePort.
-      const proxy = new KubeProxy(nodeNs, 'iptables', { clusterCIDR: POD_CIDR, nodeIPs: [BRIDGED_NODE_IP] });
+      const proxy = new KubeProxy(nodeNs, 'nftables', { clusterCIDR: POD_CIDR, nodeIPs: [BRIDGED_NODE_IP] });
       await servers.start([podNs, underlay]);
       try {
         await proxy.apply([
