@@ -410,7 +410,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/linux-bridge/pod-guard.js',
-        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods counter name L2_FORWARDING drop',",
         '',
       ],
     ],
@@ -422,7 +422,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/linux-bridge/pod-guard.js',
-        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods counter name L2_FORWARDING drop',",
         '',
       ],
     ],
@@ -434,13 +434,30 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/linux-bridge/pod-guard.js',
-        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
-        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods counter name L2_FORWARDING drop',",
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype host ether saddr set meta oifname map @uplink_mac accept',",
+        '',
       ],
       [
         'src/datapath/linux-bridge/pod-guard.js',
-        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',",
-        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods counter name L2_FORWARDING drop',",
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype host ether saddr set meta iifname map @uplink_mac accept',",
+        '',
+      ],
+    ],
+    tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
+  },
+  {
+    id: 'lb-bridged-dnat-keeps-pod-mac',
+    what: "Linux bridge, bridging mode: a frame bridge netfilter bridges after the node's DNAT crosses the uplink with the plain pod's (or the underlay host's) MAC",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype host ether saddr set meta oifname map @uplink_mac accept',",
+        "'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype host accept',",
+      ],
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype host ether saddr set meta iifname map @uplink_mac accept',",
+        "'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype host accept',",
       ],
     ],
     tests: ['test/agent/hardening/plain-pods-off-the-underlay.test.js'],
@@ -476,7 +493,11 @@ const MUTATIONS = [
     what: "OVS, bridging mode: the uplink is not no-flood (a plain pod's floods leave it; also after a switch restart)",
     edits: [
       ['src/datapath/ovs/ovs-datapath.js', 'await this.#readyFlows().setNoFlood(uplink.ifname);', ''],
-      ['src/datapath/ovs/ovs-datapath.js', '...(uplink ? [uplink.name] : [])', ''],
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        'for (const name of [...uplinks, ...vlanPorts])',
+        'for (const name of vlanPorts)',
+      ],
     ],
     tests: [
       'test/agent/hardening/plain-pods-off-the-underlay.test.js',
@@ -653,14 +674,15 @@ function apply(m) {
     const text = readFileSync(path, 'utf8');
     const count = text.split(find).length - 1;
     if (count !== 1) {
-      for (const [p, t] of saved) writeFileSync(p, t);
+      // Newest first: two edits of one file saved it twice, and its first text is the original.
+      for (const [p, t] of saved.reverse()) writeFileSync(p, t);
       throw new Error(`${m.id}: ${JSON.stringify(find)} occurs ${count} times in ${file}`);
     }
     saved.push([path, text]);
     writeFileSync(path, text.replace(find, replace));
   }
   return () => {
-    for (const [p, t] of saved) writeFileSync(p, t);
+    for (const [p, t] of saved.reverse()) writeFileSync(p, t);
   };
 }
 

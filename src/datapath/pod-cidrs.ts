@@ -33,12 +33,17 @@ export function podCidrsV6(gateways: readonly GatewayAddress[]): Array<{ network
 }
 
 /**
- * Whether a pod with these addresses is an underlay (pool) pod: one of them lies outside every pod
- * CIDR of the node. A pod without addresses is not (what cannot be told is node-local).
+ * Whether a pod with these addresses is an underlay (pool) pod: it has addresses and none lies in a
+ * pod CIDR of the node. Any doubt is node-local: a pod without addresses, and a pod with one address
+ * in a pod CIDR, whatever its others are (a dual-stack pod whose node has since dropped its IPv6 pod
+ * CIDR is still a plain pod).
  */
 export function onUnderlay(ips: readonly string[], cidrs: readonly Prefix[]): boolean {
-  return ips.some((text) => {
-    const ip = parseIp(text);
-    return ip !== undefined && !cidrs.some((c) => prefixContainsIp(c, ip));
-  });
+  return (
+    ips.length > 0 &&
+    ips.every((text) => {
+      const ip = parseIp(text);
+      return ip !== undefined && !cidrs.some((c) => prefixContainsIp(c, ip));
+    })
+  );
 }

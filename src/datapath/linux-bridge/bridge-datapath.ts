@@ -198,7 +198,7 @@ export class BridgeDatapath implements Datapath {
       uplink.ips.filter((ip) => !ip.includes(':')),
     );
     // Before it joins too: no frame crosses between the uplink and a plain pod (pod-guard.ts, forward).
-    this.#pods?.uplink(uplink.ifname, true);
+    await this.#pods?.uplink(uplink.ifname, uplink.mac);
     // Never hairpin on the uplink: the underlay's own floods would come back to it.
     await this.#attach(
       {
@@ -221,7 +221,7 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByIndex(uplink.index);
     if (link && link.masterIndex === this.#bridgeIndex && this.#bridgeIndex !== 0)
       this.#o.nl.setMaster(uplink.index, 0);
-    this.#pods?.uplink(uplink.ifname, false);
+    await this.#pods?.uplink(uplink.ifname, undefined);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
     if (bridge) {
       this.#o.nl.setMac(bridge.index, uplink.targetMac);

@@ -10,7 +10,8 @@
  *
  *   prerouting   iifname in pod_ports -> guard (other ports, e.g. the uplink, are not ours to guard)
  *   forward      bridging mode: a frame between the uplink and a plain pod, either way: drop
- *                (L2_FORWARDING); only pool pods (in underlay_pods) share the underlay's L2
+ *                (L2_FORWARDING), unless addressed to the node (then with the node's MAC as
+ *                source); only pool pods (in underlay_pods) share the underlay's L2
  *   guard        802.1Q/802.1ad tag: drop (CLASSIFIER); ARP -> arp_guard; IPv4 -> ip4_guard;
  *                IPv6 -> ip6_guard; any other ethertype: drop (CLASSIFIER)
  *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
@@ -63,6 +64,11 @@ const SETS: Record<string, string> = {
   uplink: 'type ifname',
 };
 
+/** Map name -> its key and value types: the uplink's MAC (the node's, in bridging mode). */
+const MAPS: Record<string, string> = {
+  uplink_mac: 'type ifname : ether_addr',
+};
+
 /** The base chains and their hooks; the others are jumped to. */
 const HOOKS: Record<string, string> = {
   prerouting: 'type filter hook prerouting priority -200; policy accept;',
@@ -77,9 +83,15 @@ const CHAINS: Record<string, string[]> = {
   // hook once per output port, floods included. Frames addressed to the node itself pass (pkttype
   // host): bridge netfilter forwards a packet the node DNATs (a Service's endpoint, the reply of a
   // masqueraded connection) as a bridged frame when the new destination lies on the same bridge.
+  // Such a frame leaves with the node's MAC, as a routed one would: the underlay sees no plain pod's
+  // MAC (switches' port security, IP source guard), and the pod sees its peer behind the node.
   forward: [
-    'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',
-    'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype != host counter name L2_FORWARDING drop',
+    'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods meta pkttype host ether saddr set meta oifname map @uplink_mac accept',
+    'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods meta pkttype host ether saddr set meta iifname map @uplink_mac accept',
+    // Everything else between the uplink and a plain pod; also a frame for the node while the map
+    // lacks the uplink's MAC (its lookup fails the rule above): closed, not open.
+    'meta iifname @pod_ports meta oifname @uplink meta iifname != @underlay_pods counter name L2_FORWARDING drop',
+    'meta iifname @uplink meta oifname @pod_ports meta oifname != @underlay_pods counter name L2_FORWARDING drop',
   ],
   guard: [
     // A pod sends untagged frames; a tag of its own would put it on a VLAN of its choosing.
@@ -144,6 +156,7 @@ export function podGuardScript(): string {
   const lines = [`table ${T} {`];
   for (const c of POD_GUARD_COUNTERS) lines.push(`  counter ${c} { }`);
   for (const [name, key] of Object.entries(SETS)) lines.push(`  set ${name} { ${key}; }`);
+  for (const [name, key] of Object.entries(MAPS)) lines.push(`  map ${name} { ${key}; }`);
   for (const chain of Object.keys(CHAINS)) lines.push(`  chain ${chain} { ${HOOKS[chain] ?? ''} }`);
   lines.push('}');
   for (const chain of Object.keys(CHAINS)) lines.push(`flush chain ${T} ${chain}`);
@@ -254,7 +267,25 @@ export function addPodGuard(nf: NfTables, p: PodIdentity): void {
  * or a half-done earlier removal) each set on its own, ignoring what is already gone.
  */
 export function removePodGuard(nf: NfTables, p: PodIdentity): void {
-  const groups = podGuardKeys(p);
+  deleteKeys(nf, podGuardKeys(p));
+}
+
+/**
+ * A pod guarded anew as `next` (reconcile re-adds it with other addresses, a MAC or pool status):
+ * its new elements first, then those of `old` that `next` lacks, so the port is never unguarded in
+ * between (two transactions; between them the port may send as either).
+ */
+export function replacePodGuard(nf: NfTables, old: PodIdentity, next: PodIdentity): void {
+  const wanted = podGuardKeys(next);
+  nf.addElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, wanted);
+  const keep = new Set(wanted.flatMap((g) => g.keys.map((k) => `${g.set} ${hex(k)}`)));
+  const gone = podGuardKeys(old)
+    .map((g) => ({ set: g.set, keys: g.keys.filter((k) => !keep.has(`${g.set} ${hex(k)}`)) }))
+    .filter((g) => g.keys.length > 0);
+  if (gone.length > 0) deleteKeys(nf, gone);
+}
+
+function deleteKeys(nf: NfTables, groups: SetKeys[]): void {
   try {
     nf.deleteElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, groups);
     return;
@@ -301,18 +332,15 @@ export function podGuardDrops(nf: NfTables): Array<{ guard: string; packets: num
 }
 
 /**
- * Bridging mode: names the uplink (`nft add element bridge podwire_pod_guard uplink { UPLINK }`), or,
- * with `attached` false, forgets it; either is no error when already so.
+ * Bridging mode: the nft script that names the uplink and its MAC (the node's), replacing any other,
+ * or, with `mac` undefined, forgets them.
  */
-export function setGuardUplink(nf: NfTables, ifname: string, attached: boolean): void {
-  const keys: SetKeys[] = [{ set: 'uplink', keys: [ifnameKey(ifname)] }];
-  if (attached) {
-    nf.addElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, keys);
-    return;
+export function guardUplinkScript(ifname: string, mac: string | undefined): string {
+  const T = `bridge ${POD_GUARD_TABLE}`;
+  const lines = [`flush set ${T} uplink`, `flush map ${T} uplink_mac`];
+  if (mac !== undefined) {
+    lines.push(`add element ${T} uplink { ${JSON.stringify(ifname)} }`);
+    lines.push(`add element ${T} uplink_mac { ${JSON.stringify(ifname)} : ${mac.toLowerCase()} }`);
   }
-  try {
-    nf.deleteElements(POD_GUARD_FAMILY, POD_GUARD_TABLE, keys);
-  } catch (err) {
-    if (!(err instanceof KernelError && err.errno === ENOENT)) throw err;
-  }
+  return `${lines.join('\n')}\n`;
 }

@@ -13,22 +13,25 @@ import type { GatewayAddress, PodPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import {
   addPodGuard,
+  guardUplinkScript,
   missingPodGuard,
   type PodIdentity,
   podGuardDrops,
   podGuardScript,
   readPodIdentities,
   removePodGuard,
-  setGuardUplink,
+  replacePodGuard,
 } from './pod-guard.js';
 
 export class PodGuards {
   readonly #nf: NfTables;
+  readonly #nft: Nft;
   readonly #pods: Map<string, PodIdentity>;
   /** The node's pod CIDRs: a pod with an address outside them is a pool pod. */
   readonly #cidrs: Prefix[];
 
-  private constructor(nf: NfTables, pods: Map<string, PodIdentity>, cidrs: Prefix[]) {
+  private constructor(nft: Nft, nf: NfTables, pods: Map<string, PodIdentity>, cidrs: Prefix[]) {
+    this.#nft = nft;
     this.#nf = nf;
     this.#pods = pods;
     this.#cidrs = cidrs;
@@ -37,12 +40,12 @@ export class PodGuards {
   /** Installs or updates the table (`nft`, at start only), and reads back the pods it guards. */
   static async start(nft: Nft, nf: NfTables, gateways: readonly GatewayAddress[]): Promise<PodGuards> {
     await nft.apply(podGuardScript());
-    return new PodGuards(nf, readPodIdentities(nf), podCidrs(gateways));
+    return new PodGuards(nft, nf, readPodIdentities(nf), podCidrs(gateways));
   }
 
-  /** Bridging mode: the uplink joined the bridge (`attached`), or left it. */
-  uplink(ifname: string, attached: boolean): void {
-    setGuardUplink(this.#nf, ifname, attached);
+  /** Bridging mode: the uplink joins the bridge, with the node's MAC (`mac`), or, undefined, leaves it. */
+  uplink(ifname: string, mac: string | undefined): Promise<void> {
+    return this.#nft.apply(guardUplinkScript(ifname, mac));
   }
 
   /**
@@ -59,12 +62,13 @@ export class PodGuards {
     else throw new DatapathError(`no MAC or address to guard ${port.hostIfname} with`);
     p.underlay = onUnderlay(p.ips, this.#cidrs);
     // A pod re-added with other addresses (reconcile from the claims) loses what it had.
+    const same = (a: string[], b: string[]) => [...a].sort().join() === [...b].sort().join();
     if (
       known?.mac &&
-      (known.mac !== p.mac || known.ips.join() !== p.ips.join() || Boolean(known.underlay) !== p.underlay)
+      (known.mac !== p.mac || !same(known.ips, p.ips) || Boolean(known.underlay) !== p.underlay)
     )
-      removePodGuard(this.#nf, known);
-    addPodGuard(this.#nf, p);
+      replacePodGuard(this.#nf, known, p);
+    else addPodGuard(this.#nf, p);
     this.#pods.set(port.hostIfname, p);
   }
 

@@ -5,9 +5,8 @@
  * a port it lists comes or goes, and all of them at a replay.
  */
 import type { Prefix } from '../../base/ip.js';
-import { onUnderlay } from '../pod-cidrs.js';
 import { type GatewayFlowsInput, underlayFloodFlow, vlanFloodFlow } from './pipeline.js';
-import { parsePodExternalIds } from './port-record.js';
+import { parsePodExternalIds, recordOnUnderlay } from './port-record.js';
 import type { PortRow } from './vswitch-db.js';
 
 /** The multicast flow of each VLAN that has pod ports in `rows` (only of `only`, when given). */
@@ -39,7 +38,7 @@ export function underlayFloodFlows(
   for (const row of rows) {
     const rec = parsePodExternalIds(row.externalIds);
     if (!rec || rec.vlan || row.ofport === undefined || row.ofport < 1) continue;
-    if (onUnderlay(rec.ips, cidrs)) pool.push(row.ofport);
+    if (recordOnUnderlay(rec, cidrs)) pool.push(row.ofport);
   }
   return [
     underlayFloodFlow(

@@ -39,7 +39,14 @@ import {
   vlanCookie,
 } from './pipeline.js';
 import { checkPodPort } from './port-check.js';
-import { EXT_ROLE, parsePodExternalIds, podExternalIds, ROLE_POD, ROLE_UPLINK } from './port-record.js';
+import {
+  EXT_ROLE,
+  parsePodExternalIds,
+  podExternalIds,
+  ROLE_POD,
+  ROLE_UPLINK,
+  recordOnUnderlay,
+} from './port-record.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -231,18 +238,21 @@ export class OvsDatapath implements Datapath {
           mac: rec.mac,
           ips: rec.ips,
           cookie: podCookie(row.name),
-          underlay: onUnderlay(rec.ips, this.#cidrs),
+          underlay: recordOnUnderlay(rec, this.#cidrs),
           ...(rec.vlan ? { vlan: rec.vlan } : {}),
         }),
       );
       if (rec.vlan) vlanPorts.push(row.name);
     }
     want.push(...floodFlows(rows, gw, this.#cidrs));
+    // Like flows, no-flood does not outlive ovs-vswitchd: set it again, before the flows that count on
+    // it, and on an uplink row even before bridging attaches it again (a start after a restart of
+    // ovs-vswitchd): a plain pod's FLOOD must never reach the underlay.
+    const uplinks = rows
+      .filter((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK && r.ofport !== undefined && r.ofport > 0)
+      .map((r) => r.name);
+    for (const name of [...uplinks, ...vlanPorts]) await flows.setNoFlood(name);
     const outcome = await flows.replace(want);
-    // Like flows, no-flood does not outlive ovs-vswitchd: set it again, on the uplink too.
-    const uplink =
-      gw.uplinkOfport === undefined ? undefined : rows.find((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK);
-    for (const name of [...vlanPorts, ...(uplink ? [uplink.name] : [])]) await flows.setNoFlood(name);
     // Only now, with every table as wanted: a restarted ovs-vswitchd that kept the kernel's flows
     // meanwhile (deploy/'s OVS container sets the flag before starting it) revalidates them against
     // these tables and handles new packets again.
@@ -378,6 +388,8 @@ export class OvsDatapath implements Datapath {
       );
     }
     const vlan = port.vlan ?? 0;
+    // Recorded as found now: a later change of the node's pod CIDRs does not make a plain pod a pool pod.
+    const underlay = vlan !== 0 || onUnderlay(port.podIps, this.#cidrs);
     const record = {
       containerId: port.containerId,
       ifname: port.ifname,
@@ -385,9 +397,9 @@ export class OvsDatapath implements Datapath {
       ips: port.podIps,
       ...(port.pod ? { pod: port.pod } : {}),
       ...(vlan ? { vlan } : {}),
+      underlay,
     };
     const cookie = podCookie(port.hostIfname);
-    const underlay = onUnderlay(port.podIps, this.#cidrs);
     const program = (ofport: number) =>
       // Not a bundle: the port's link is down until below, so nothing meets a half-written set (I5).
       flows.apply({
@@ -509,12 +521,16 @@ export class OvsDatapath implements Datapath {
       away(); // lost during the removal: as above
       return;
     }
-    this.#ofports.release(row.ofport, row.ofportRequest);
+    // A multicast flow listing the port is rewritten without it before the number is free again: the
+    // next ADD would get the number, and with it the pool's or VLAN's multicast. Should that fail,
+    // the number stays taken until the next replay, which frees it with the others.
     const rec = parsePodExternalIds(row.externalIds);
-    if (!rec || !flows || !this.#switchReady) return;
-    if (rec.vlan) await this.#syncFlood(flows, rec.vlan);
-    else if (this.#gateway?.uplinkOfport !== undefined && onUnderlay(rec.ips, this.#cidrs))
-      await this.#syncFlood(flows, 0);
+    if (rec && flows && this.#switchReady) {
+      if (rec.vlan) await this.#syncFlood(flows, rec.vlan);
+      else if (this.#gateway?.uplinkOfport !== undefined && recordOnUnderlay(rec, this.#cidrs))
+        await this.#syncFlood(flows, 0);
+    }
+    this.#ofports.release(row.ofport, row.ofportRequest);
   }
 
   async checkPort(hostIfname: string): Promise<void> {

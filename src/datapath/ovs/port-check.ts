@@ -6,13 +6,12 @@
 import { CheckFailedError, type PodwireError } from '../../base/errors.js';
 import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
-import { onUnderlay } from '../pod-cidrs.js';
 import { formatFlow } from './openflow/flow-format.js';
 import { diffFlowSets } from './openflow/flow-key.js';
 import { parseFlowText } from './openflow/flow-parse.js';
 import type { FlowTable } from './openflow/flow-table.js';
 import { podCookie, podFlows } from './pipeline.js';
-import { parsePodExternalIds } from './port-record.js';
+import { parsePodExternalIds, recordOnUnderlay } from './port-record.js';
 import type { VswitchDb } from './vswitch-db.js';
 
 function checkFailed(message: string): PodwireError {
@@ -42,7 +41,7 @@ export async function checkPodPort(
     ips: rec.ips,
     cookie,
     vlan: rec.vlan ?? 0,
-    underlay: onUnderlay(rec.ips, on.podCidrs),
+    underlay: recordOnUnderlay(rec, on.podCidrs),
   }).map(parseFlowText);
   const { missing, unexpected } = diffFlowSets(want, await flows.dump(cookie));
   if (missing.length > 0 || unexpected.length > 0) {

@@ -4,6 +4,8 @@
  * to find a pod's port by container ID or by Kubernetes name.
  */
 import { DatapathError } from '../../base/errors.js';
+import type { Prefix } from '../../base/ip.js';
+import { onUnderlay } from '../pod-cidrs.js';
 
 export const EXT_ROLE = 'podwire-role';
 export const EXT_CONTAINER_ID = 'podwire-container-id';
@@ -15,6 +17,11 @@ export const EXT_MAC = 'podwire-mac';
 export const EXT_IPS = 'podwire-ips';
 /** The VLAN of the pod's pool (1-4094); absent for an untagged pod. */
 export const EXT_VLAN = 'podwire-vlan';
+/**
+ * "true" for a pool pod (pod-cidrs.ts), as ADD found it: in bridging mode its frames share the
+ * underlay's L2 (decision 30). "false" for a plain pod; absent in records older than that.
+ */
+export const EXT_UNDERLAY = 'podwire-underlay';
 
 export const ROLE_POD = 'pod';
 export const ROLE_GATEWAY = 'gateway';
@@ -31,6 +38,8 @@ export interface PodRecord {
   pod?: string;
   /** The VLAN of the pod's pool; absent or 0: untagged. */
   vlan?: number;
+  /** A pool pod, as ADD found it; undefined in an older record (then its addresses tell). */
+  underlay?: boolean;
 }
 
 export function podExternalIds(r: PodRecord): Record<string, string> {
@@ -43,6 +52,7 @@ export function podExternalIds(r: PodRecord): Record<string, string> {
   };
   if (r.pod) ids[EXT_POD] = r.pod;
   if (r.vlan) ids[EXT_VLAN] = String(r.vlan);
+  if (r.underlay !== undefined) ids[EXT_UNDERLAY] = String(r.underlay);
   return ids;
 }
 
@@ -70,7 +80,18 @@ export function parsePodExternalIds(ids: Record<string, string>): PodRecord | un
       throw new DatapathError(`OVSDB: pod port has ${EXT_VLAN}=${vlan}, not a VLAN`);
     rec.vlan = n;
   }
+  const underlay = ids[EXT_UNDERLAY];
+  if (underlay !== undefined) {
+    if (underlay !== 'true' && underlay !== 'false')
+      throw new DatapathError(`OVSDB: pod port has ${EXT_UNDERLAY}=${underlay}, not true or false`);
+    rec.underlay = underlay === 'true';
+  }
   return rec;
+}
+
+/** Whether the recorded pod is a pool pod: as ADD recorded it, else (an older record) by its addresses. */
+export function recordOnUnderlay(r: PodRecord, cidrs: readonly Prefix[]): boolean {
+  return r.underlay ?? onUnderlay(r.ips, cidrs);
 }
 
 /** True when `query` names this pod: its container ID, or NAMESPACE/NAME. */

@@ -13,14 +13,20 @@
  * the node (pod to host, masqueraded; node to pod); pool pods' L2 on the underlay is shown by
  * `test/multinode/bridging.test.ts`.
  *
+ * The captures run throughout, so routed and DNATed traffic must not show the pod's or the host's MAC
+ * across the uplink either: on the Linux bridge, bridge netfilter forwards a packet the node DNATs
+ * (a masqueraded ping's reply, the Service, the NodePort) as a bridged frame, which the `forward`
+ * chain gives the node's MAC.
+ *
  * Fails when the mechanism is removed:
- * - Linux bridge: the `forward` chain of `linux-bridge/pod-guard.ts` (its two rules, one per
- *   direction; the uplink in its `uplink` set from `attachUplink`);
+ * - Linux bridge: the `forward` chain of `linux-bridge/pod-guard.ts` (its drop rules, one per
+ *   direction; its source MAC rewrites; the uplink and its MAC from `attachUplink`);
  * - OVS: `uplinkFlows` of `ovs/pipeline.ts` sends only reg2=1 frames (the gateway's, pool pods') out
  *   of the uplink, the uplink is no-flood, its multicast goes only to the gateway and untagged pool
  *   pods (`underlayFloodFlow`), and a plain pod's delivery flow takes no frame marked as from the
  *   uplink (`podFlows`, reg2=0/0x2).
- * The mutations `lb-uplink-guard-out`, `lb-uplink-guard-in`, `ovs-uplink-output-any-pod`,
+ * The mutations `lb-uplink-guard-out`, `lb-uplink-guard-in`, `lb-uplink-guard-no-host-exception`,
+ * `lb-bridged-dnat-keeps-pod-mac`, `ovs-uplink-output-any-pod`,
  * `ovs-plain-pod-takes-uplink-frames` and `ovs-uplink-floods` in `scripts/mutate.mjs` check this.
  */
 import assert from 'node:assert/strict';
@@ -82,6 +88,11 @@ for (const datapath of datapaths) {
       assert.ok(pod4 && ips.length === 2, ips.join());
       const podMac = await macOf(podNs, 'eth0');
       const hostMac = await macOf(underlay, 'wire0');
+      // Watched from here on: what leaves the uplink with the pod's MAC, what reaches the pod with the
+      // host's. Routed and DNATed traffic below too: on the Linux bridge, bridge netfilter bridges a
+      // packet the node DNATs to the same bridge, and that frame must carry the node's MAC.
+      const out = await capture(underlay, 'wire0', `ether src ${podMac}`);
+      const into = await capture(podNs, 'eth0', `ether src ${hostMac}`);
 
       // Routed, through the node: the pod reaches the host (masqueraded), the node reaches the pod.
       assert.ok(
@@ -90,8 +101,7 @@ for (const datapath of datapaths) {
       );
       assert.ok(await pingFrom(nodeNs, pod4), 'the node reaches the pod');
       // Through the node's DNAT (kube-proxy's rules, nftables mode: the qemu guest of test:vm has no
-      // xtables modules), which bridge netfilter forwards as bridged frames
-      // on the Linux bridge: the pod reaches a Service whose endpoint is the underlay host, and the host
+      // xtables modules): the pod reaches a Service whose endpoint is the underlay host, and the host
       // reaches the pod through a NodePort.
       const proxy = new KubeProxy(nodeNs, 'nftables', { clusterCIDR: POD_CIDR, nodeIPs: [BRIDGED_NODE_IP] });
       await servers.start([podNs, underlay]);
@@ -116,7 +126,6 @@ for (const datapath of datapaths) {
       }
 
       // Out: the pod addresses the host at L2 (its MAC by a neighbour entry, a broadcast, link-local).
-      const out = await capture(underlay, 'wire0', `ether src ${podMac}`);
       await must('ip', ['-n', podNs, 'route', 'replace', `${UNDERLAY_HOST_IP}/32`, 'dev', 'eth0']);
       await must('ip', [
         ...['-n', podNs, 'neigh', 'replace', UNDERLAY_HOST_IP],
@@ -128,10 +137,8 @@ for (const datapath of datapaths) {
         inNs(podNs, ['ping', '-b', '-c', '2', '-i', '0.2', '-W', '1', '255.255.255.255']),
         inNs(podNs, ['ping', '-6', '-c', '2', '-i', '0.2', '-W', '1', `${hostLl}%eth0`]),
       ]);
-      assert.deepEqual(await out.stop(), [], "no frame with the plain pod's MAC reached the underlay");
 
       // In: the host addresses the pod at L2 (its MAC by a neighbour entry, broadcast, all-nodes).
-      const into = await capture(podNs, 'eth0', `ether src ${hostMac}`);
       await must('ip', ['-n', underlay, 'route', 'replace', `${pod4}/32`, 'dev', 'wire0']);
       await must('ip', [
         ...['-n', underlay, 'neigh', 'replace', pod4],
@@ -142,6 +149,7 @@ for (const datapath of datapaths) {
         inNs(underlay, ['ping', '-b', '-c', '2', '-i', '0.2', '-W', '1', '192.0.2.255']),
         inNs(underlay, ['ping', '-6', '-c', '2', '-i', '0.2', '-W', '1', 'ff02::1%wire0']),
       ]);
+      assert.deepEqual(await out.stop(), [], "no frame with the plain pod's MAC reached the underlay");
       assert.deepEqual(await into.stop(), [], "no frame from the underlay host's MAC reached the plain pod");
 
       // The node still reaches the underlay host, and the pod still its node.
