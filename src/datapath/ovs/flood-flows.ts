@@ -5,7 +5,14 @@
  * a port it lists comes or goes, and all of them at a replay.
  */
 import type { Prefix } from '../../base/ip.js';
-import { type GatewayFlowsInput, underlayFloodFlow, vlanFloodFlow } from './pipeline.js';
+import type { FlowTable } from './openflow/flow-table.js';
+import {
+  type GatewayFlowsInput,
+  UNDERLAY_FLOOD_COOKIE,
+  underlayFloodFlow,
+  vlanCookie,
+  vlanFloodFlow,
+} from './pipeline.js';
 import { parsePodExternalIds, recordOnUnderlay } from './port-record.js';
 import type { PortRow } from './vswitch-db.js';
 
@@ -64,4 +71,37 @@ export function floodFlowOf(
 /** Every flood group's flow. */
 export function floodFlows(rows: PortRow[], gw: GatewayFlowsInput, cidrs: readonly Prefix[]): string[] {
   return [...vlanFloodFlows(rows, gw.uplinkOfport), ...underlayFloodFlows(rows, gw, cidrs)];
+}
+
+/**
+ * Rewrites the flow of one flood group (a VLAN, or 0: the uplink's untagged one) from the pod ports
+ * OVSDB holds now, or removes it when the group lists nothing. Updates of one group run one at a time,
+ * each after its caller's port change, so the last one always sees every port.
+ */
+export class FloodSync {
+  readonly #queues = new Map<number, Promise<void>>();
+  readonly #o: { rows: () => Promise<PortRow[]>; gateway: () => GatewayFlowsInput; cidrs: readonly Prefix[] };
+
+  constructor(o: {
+    rows: () => Promise<PortRow[]>;
+    gateway: () => GatewayFlowsInput;
+    cidrs: readonly Prefix[];
+  }) {
+    this.#o = o;
+  }
+
+  sync(flows: FlowTable, vlan: number): Promise<void> {
+    const run = async () => {
+      const flow = floodFlowOf(await this.#o.rows(), this.#o.gateway(), this.#o.cidrs, vlan);
+      if (flow) await flows.apply({ add: [flow] });
+      else await flows.deleteCookie(vlan === 0 ? UNDERLAY_FLOOD_COOKIE : vlanCookie(vlan));
+    };
+    const next = (this.#queues.get(vlan) ?? Promise.resolve()).then(run, run);
+    const tail = next.catch(() => undefined);
+    this.#queues.set(vlan, tail);
+    void tail.then(() => {
+      if (this.#queues.get(vlan) === tail) this.#queues.delete(vlan);
+    });
+    return next;
+  }
 }

@@ -21,7 +21,7 @@ import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
-import { floodFlowOf, floodFlows } from './flood-flows.js';
+import { FloodSync, floodFlows } from './flood-flows.js';
 import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
 import { GroupCommit } from './group-commit.js';
 import { OfportPool } from './ofport-pool.js';
@@ -36,7 +36,6 @@ import {
   podFlows,
   TABLE_NAMES,
   UNDERLAY_FLOOD_COOKIE,
-  vlanCookie,
 } from './pipeline.js';
 import { checkPodPort } from './port-check.js';
 import {
@@ -141,13 +140,18 @@ export class OvsDatapath implements Datapath {
   /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
   #gateway: GatewayFlowsInput | undefined;
   /** Per VLAN, the tail of its queue of multicast-flow updates: one at a time, each from OVSDB as it is then. */
-  readonly #floodQueues = new Map<number, Promise<void>>();
+  readonly #floods: FloodSync;
   /** The node's pod CIDRs: a pod with an address outside them is a pool pod (pod-cidrs.ts). */
   readonly #cidrs: Prefix[];
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
     this.#cidrs = podCidrs(options.gateways);
+    this.#floods = new FloodSync({
+      rows: async () => (await this.#db()).ports(),
+      gateway: () => this.#requireGateway(),
+      cidrs: this.#cidrs,
+    });
     this.podTxChecksumming = options.datapathType !== 'netdev';
     this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
     this.#openflowTarget = options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge);
@@ -436,10 +440,10 @@ export class OvsDatapath implements Datapath {
     if (vlan) {
       // The node's untagged floods must not reach a pod of a VLAN; its VLAN's multicast flow does.
       await flows.setNoFlood(port.hostIfname);
-      await this.#syncFlood(flows, vlan);
+      await this.#floods.sync(flows, vlan);
     } else if (underlay && this.#gateway?.uplinkOfport !== undefined) {
       // An untagged pool pod hears the underlay's multicast (bridging mode).
-      await this.#syncFlood(flows, 0);
+      await this.#floods.sync(flows, 0);
     }
   }
 
@@ -526,9 +530,9 @@ export class OvsDatapath implements Datapath {
     // the number stays taken until the next replay, which frees it with the others.
     const rec = parsePodExternalIds(row.externalIds);
     if (rec && flows && this.#switchReady) {
-      if (rec.vlan) await this.#syncFlood(flows, rec.vlan);
+      if (rec.vlan) await this.#floods.sync(flows, rec.vlan);
       else if (this.#gateway?.uplinkOfport !== undefined && recordOnUnderlay(rec, this.#cidrs))
-        await this.#syncFlood(flows, 0);
+        await this.#floods.sync(flows, 0);
     }
     this.#ofports.release(row.ofport, row.ofportRequest);
   }
@@ -678,28 +682,6 @@ export class OvsDatapath implements Datapath {
       deleteCookies: [PIPELINE_COOKIE, UNDERLAY_FLOOD_COOKIE],
       add: [...pipelineFlows(gw), ...floods],
     });
-  }
-
-  /**
-   * Rewrites the multicast flow of `vlan` (0: the uplink's untagged one, flood-flows.ts) from the pod
-   * ports OVSDB holds now, or removes it when the group lists nothing. Updates of one group run one
-   * at a time, each after its caller's port change, so the last one always sees every port.
-   */
-  #syncFlood(flows: FlowTable, vlan: number): Promise<void> {
-    const run = async () => {
-      const vs = await this.#db();
-      const gw = this.#requireGateway();
-      const flow = floodFlowOf(await vs.ports(), gw, this.#cidrs, vlan);
-      if (flow) await flows.apply({ add: [flow] });
-      else await flows.deleteCookie(vlan === 0 ? UNDERLAY_FLOOD_COOKIE : vlanCookie(vlan));
-    };
-    const next = (this.#floodQueues.get(vlan) ?? Promise.resolve()).then(run, run);
-    const tail = next.catch(() => undefined);
-    this.#floodQueues.set(vlan, tail);
-    void tail.then(() => {
-      if (this.#floodQueues.get(vlan) === tail) this.#floodQueues.delete(vlan);
-    });
-    return next;
   }
 
   #db(): Promise<VswitchDb> {
