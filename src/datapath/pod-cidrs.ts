@@ -1,7 +1,7 @@
 /**
  * The node's pod CIDRs, as the datapaths know them (from the gateway addresses: each gateway is the
- * first address of its pod CIDR), and what they tell about a pod: a pod with an address outside them
- * drew it from an IP pool, so its addresses are the underlay's and, in bridging mode, its frames
+ * first address of its pod CIDR), and what they tell about a pod: a pod whose addresses all lie
+ * outside them drew them from an IP pool, so they are the underlay's and, in bridging mode, its frames
  * belong on the underlay's L2. Every other pod (a plain pod) is node-local: the node routes its
  * traffic, and neither its frames nor the underlay's ever cross the uplink to or from it.
  */

@@ -221,7 +221,8 @@ export class BridgeDatapath implements Datapath {
     const link = this.#o.nl.linkByIndex(uplink.index);
     if (link && link.masterIndex === this.#bridgeIndex && this.#bridgeIndex !== 0)
       this.#o.nl.setMaster(uplink.index, 0);
-    await this.#pods?.uplink(uplink.ifname, undefined);
+    // Tolerant, as the rest of the way back: a guard table removed by hand must not keep the MAC below.
+    await this.#pods?.uplink(uplink.ifname, undefined).catch(() => undefined);
     const bridge = this.#o.nl.linkByName(this.#o.bridge);
     if (bridge) {
       this.#o.nl.setMac(bridge.index, uplink.targetMac);

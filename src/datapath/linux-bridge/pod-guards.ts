@@ -27,7 +27,7 @@ export class PodGuards {
   readonly #nf: NfTables;
   readonly #nft: Nft;
   readonly #pods: Map<string, PodIdentity>;
-  /** The node's pod CIDRs: a pod with an address outside them is a pool pod. */
+  /** The node's pod CIDRs: a pod with addresses, none in them, is a pool pod (pod-cidrs.ts). */
   readonly #cidrs: Prefix[];
 
   private constructor(nft: Nft, nf: NfTables, pods: Map<string, PodIdentity>, cidrs: Prefix[]) {

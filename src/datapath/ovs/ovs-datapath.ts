@@ -141,7 +141,7 @@ export class OvsDatapath implements Datapath {
   #gateway: GatewayFlowsInput | undefined;
   /** Per VLAN, the tail of its queue of multicast-flow updates: one at a time, each from OVSDB as it is then. */
   readonly #floods: FloodSync;
-  /** The node's pod CIDRs: a pod with an address outside them is a pool pod (pod-cidrs.ts). */
+  /** The node's pod CIDRs: a pod with addresses, none in them, is a pool pod (pod-cidrs.ts). */
   readonly #cidrs: Prefix[];
 
   constructor(options: OvsDatapathOptions) {
