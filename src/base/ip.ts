@@ -243,6 +243,11 @@ function hostMask(family: IpFamily, length: number): bigint {
   return HOST_MASKS[family][length] ?? (1n << BigInt(addressBits(family) - length)) - 1n;
 }
 
+/** The prefix of `length` bits that holds `ip` (its host bits cleared). */
+export function prefixOf(ip: IpValue, length: number): Prefix {
+  return makePrefix(ip.family, ip.value & ~hostMask(ip.family, length), length);
+}
+
 /** A prefix from a network value whose host bits are zero (the caller makes sure). */
 export function makePrefix(family: IpFamily, network: bigint, length: number): Prefix {
   return { family, network, length, text: `${formatIp(family, network)}/${length}` };

@@ -5,17 +5,12 @@
  * belong on the underlay's L2. Every other pod (a plain pod) is node-local: the node routes its
  * traffic, and neither its frames nor the underlay's ever cross the uplink to or from it.
  */
-import { makePrefix, type Prefix, parseIp, parseIpOrThrow, prefixContainsIp } from '../base/ip.js';
+import { type Prefix, parseIp, parseIpOrThrow, prefixContainsIp, prefixOf } from '../base/ip.js';
 import type { GatewayAddress } from './datapath.js';
 
 /** The prefix of each gateway address (the address with its host bits cleared). */
 export function podCidrs(gateways: readonly GatewayAddress[]): Prefix[] {
-  return gateways.map((g) => {
-    const bits = g.family === 4 ? 32 : 128;
-    const all = (1n << BigInt(bits)) - 1n;
-    const host = (1n << BigInt(bits - g.prefixLength)) - 1n;
-    return makePrefix(g.family, parseIpOrThrow(g.address).value & (all ^ host), g.prefixLength);
-  });
+  return gateways.map((g) => prefixOf(parseIpOrThrow(g.address), g.prefixLength));
 }
 
 /** The node's IPv4 pod CIDRs as text. */

@@ -51,21 +51,20 @@ export function dropTable(family: string, name: string): string[] {
 }
 
 /**
- * Equivalent to: `nft list counter FAMILY TABLE NAME`, its packets; undefined when the table or the
- * counter is not there (or `nft` is not).
+ * Equivalent to: `nft -j list counters`: the packets of every named counter, by "FAMILY TABLE NAME";
+ * empty when `nft` is not there or fails.
  */
-export async function namedCounterPackets(
-  nft: Nft,
-  family: string,
-  table: string,
-  name: string,
-): Promise<number | undefined> {
-  let listing: string;
+export async function namedCounterPackets(nft: Nft): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  let listing: {
+    nftables?: Array<{ counter?: { family: string; table: string; name: string; packets: number } }>;
+  };
   try {
-    listing = await nft.run(['list', 'counter', family, table, name]);
+    listing = JSON.parse(await nft.run(['-j', 'list', 'counters']));
   } catch {
-    return undefined;
+    return out;
   }
-  const m = /packets (\d+) bytes \d+/.exec(listing);
-  return m ? Number(m[1]) : undefined;
+  for (const { counter: c } of listing.nftables ?? [])
+    if (c) out.set(`${c.family} ${c.table} ${c.name}`, c.packets);
+  return out;
 }

@@ -114,10 +114,10 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       help: "Packets the node's own guards dropped, by guard (host_veth_input: a packet that entered the node on a host veth itself, decision 31; vxlan_forged: VXLAN from a non-peer, or sent to a peer from here, decision 28); absent where a guard is not installed.",
       type: 'counter',
       read: async () => {
-        const nft = nftIn();
+        const counters = await namedCounterPackets(nftIn()); // one `nft` for both
         const out = [];
         for (const [guard, table, counter] of NODE_GUARDS) {
-          const value = await namedCounterPackets(nft, 'inet', table, counter);
+          const value = counters.get(`inet ${table} ${counter}`);
           if (value !== undefined) out.push({ labels: { guard }, value });
         }
         return out;

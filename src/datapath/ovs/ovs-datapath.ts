@@ -139,7 +139,7 @@ export class OvsDatapath implements Datapath {
   #started = false;
   /** The gateway (and, in bridging mode, the uplink) as the pipeline flows name them; set by start(). */
   #gateway: GatewayFlowsInput | undefined;
-  /** Per VLAN, the tail of its queue of multicast-flow updates: one at a time, each from OVSDB as it is then. */
+  /** The multicast flows that list ports (each VLAN's, the uplink's), rewritten one at a time per group. */
   readonly #floods: FloodSync;
   /** The node's pod CIDRs: a pod with addresses, none in them, is a pool pod (pod-cidrs.ts). */
   readonly #cidrs: Prefix[];
