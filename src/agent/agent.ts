@@ -1,7 +1,9 @@
 /**
- * The node agent's lifecycle. `Agent.start` opens its resources in order, each step pushing its undo
- * on one `UndoStack`; if a step fails, the ones already open are closed before rethrowing; `stop` drains, `destroy` stops at once. Both are
- * idempotent.
+ * The node agent's lifecycle. `Agent.start` takes the node's lock (node-lock.ts), then opens its
+ * resources in order, each step pushing its undo on one `UndoStack`; if a step fails, the ones already
+ * open are closed before rethrowing; `stop` drains, `destroy` stops at once. Both are idempotent.
+ * What a start installs in the kernel (the bridge, the guards' tables, the masquerade) outlives a
+ * failed start as it outlives a stop: the next start adopts it, as it adopts a crashed agent's.
  */
 import { join } from 'node:path';
 import { Announcer } from '../arp/announcer.js';
@@ -22,6 +24,7 @@ import { Scheduler } from './cni/scheduler.js';
 import type { AgentConfig } from './config.js';
 import type { AgentContext } from './context.js';
 import type { Logger } from './log.js';
+import { NodeLock } from './node-lock.js';
 import { controlMethods } from './ops/control-methods.js';
 import { ControlServer, controlSocketPath } from './ops/control-server.js';
 import { HealthServer } from './ops/health-server.js';
@@ -77,6 +80,13 @@ export class Agent {
   static async start(given: AgentConfig, log: Logger, seams: AgentSeams = {}): Promise<Agent> {
     const undo = new UndoStack();
     try {
+      // One agent per node, before anything is touched: a second one stops here, naming the first.
+      const lock = NodeLock.acquire({
+        stateDir: given.stateDir,
+        socket: given.socket,
+        controlSocket: controlSocketPath(given.socket),
+      });
+      undo.push('node lock', () => lock.release());
       const home = NetnsHandle.current();
       undo.push('home netns handle', () => home.close());
       const nl = Rtnetlink.open({ asyncSockets: ASYNC_NETLINK_SOCKETS });

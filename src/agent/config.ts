@@ -4,13 +4,16 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { didYouMean } from '../base/did-you-mean.js';
 import { DecodeError, InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { isPrefix, parsePrefix } from '../base/ip.js';
 import { parseCidr } from '../ipam/cidr.js';
 import { CLUSTER_KEYS, type ClusterSettings, parseClusterSettings } from './cluster-config.js';
+import { controlSocketPath } from './ops/control-server.js';
 import { DEFAULT_HEALTH_ADDRESS } from './ops/health-server.js';
 import type { BridgingSettings } from './startup/bridging.js';
+import { UNIX_PATH_MAX } from './unix-listen.js';
 
 export interface AgentConfig {
   /** One or two pod CIDRs, at most one per family; the first address of each is the gateway. */
@@ -101,18 +104,21 @@ export function parseAgentConfig(text: string): AgentConfig {
   try {
     raw = parseYaml(text);
   } catch (err) {
-    throw new DecodeError('agent config: not valid YAML', { cause: err });
+    throw new DecodeError(`agent config: not valid YAML: ${yamlWhere(err)}`, { cause: err });
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     throw bad('(top level)', 'must be a mapping');
   const obj = raw as Record<string, unknown>;
-  for (const key of Object.keys(obj)) if (!KEYS.has(key)) throw bad(key, 'unknown key');
+  for (const key of Object.keys(obj))
+    if (!KEYS.has(key)) throw bad(key, `unknown key${didYouMean(key, KEYS)}`);
 
   const cfg: AgentConfig = { ...DEFAULT_CONFIG, podCIDRs: [] };
   const cluster = parseClusterSettings(obj);
   if (cluster) cfg.cluster = cluster;
   // In cluster mode the node's CIDRs may come from the store (leased, or the static file).
   const cidrs = obj.podCIDRs ?? (cluster ? [] : undefined);
+  if (cidrs === undefined)
+    throw bad('podCIDRs', 'missing: a list of one or two CIDRs (required on a single node)');
   if (!Array.isArray(cidrs) || cidrs.length > 2 || (cidrs.length < 1 && !cluster)) {
     throw bad('podCIDRs', 'must be a list of one or two CIDRs');
   }
@@ -171,6 +177,12 @@ export function parseAgentConfig(text: string): AgentConfig {
     if (typeof v !== 'string' || !isAbsolute(v)) throw bad(key, 'must be an absolute path');
     cfg[key] = v;
   }
+  // The relay's socket and control.sock beside it must each fit a struct sockaddr_un.
+  for (const path of [cfg.socket, controlSocketPath(cfg.socket)]) {
+    const n = Buffer.byteLength(path);
+    if (n > UNIX_PATH_MAX)
+      throw bad('socket', `${path} is ${n} bytes; a unix socket path holds at most ${UNIX_PATH_MAX}`);
+  }
   if (obj.maxParallel !== undefined) {
     if (
       !Number.isInteger(obj.maxParallel) ||
@@ -199,7 +211,8 @@ export function parseAgentConfig(text: string): AgentConfig {
     const b = obj.bridging as Record<string, unknown> | null;
     if (b === null || typeof b !== 'object' || Array.isArray(b))
       throw bad('bridging', 'must be {uplink: IFNAME}');
-    for (const k of Object.keys(b)) if (k !== 'uplink') throw bad(`bridging.${k}`, 'unknown key');
+    for (const k of Object.keys(b))
+      if (k !== 'uplink') throw bad(`bridging.${k}`, `unknown key${didYouMean(k, ['uplink'])}`);
     if (typeof b.uplink !== 'string' || !IFNAME.test(b.uplink))
       throw bad('bridging.uplink', 'must be an interface name of 1-15 characters');
     if (b.uplink === cfg.bridge || b.uplink === cfg.gateway)
@@ -240,6 +253,14 @@ function parseCidrList(key: string, v: unknown): string[] {
     if (!isPrefix(p)) throw bad(key, `${c}: ${p.error}`);
     return p.text;
   });
+}
+
+/** "line L, column C: what", from the YAML parser's error. */
+function yamlWhere(err: unknown): string {
+  if (!(err instanceof YAMLParseError)) return err instanceof Error ? err.message : String(err);
+  const what = err.message.split(' at line ')[0] ?? err.message;
+  const at = err.linePos?.[0];
+  return at ? `line ${at.line}, column ${at.col}: ${what}` : what;
 }
 
 export function loadAgentConfig(path: string): AgentConfig {

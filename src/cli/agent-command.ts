@@ -22,7 +22,9 @@ async function runAgent(args: CliArgs, out: (s: string) => void): Promise<number
   } catch (err) {
     const code = err instanceof PodwireError ? err.code : 'ERR_INTERNAL';
     log.error('agent failed to start', { code, err: err instanceof Error ? err.message : String(err) });
-    return 1;
+    // At once: a half-open step (a connection's retry timer, a watch) must not keep a process alive
+    // that serves nothing. The log line is out: stderr is synchronous for files and pipes.
+    process.exit(1);
   }
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

@@ -21,6 +21,7 @@ const c = {
   setns: libc.func('int setns(int fd, int nstype)'),
   ioctl: libc.func('int ioctl(int fd, unsigned long request, ...)'),
   malloc_trim: libc.func('int malloc_trim(size_t pad)'),
+  flock: libc.func('int flock(int fd, int operation)'),
 };
 
 const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, n]) => [n, name]));
@@ -58,6 +59,7 @@ export function inetFamily(family: 4 | 6): typeof AF_INET | typeof AF_INET6 {
 }
 export const AF_NETLINK = 16;
 export const AF_PACKET = 17;
+export const SOCK_STREAM = 1;
 export const SOCK_DGRAM = 2;
 export const SOCK_RAW = 3;
 export const SOCK_CLOEXEC = 0o2000000;
@@ -193,4 +195,20 @@ export function setns(fd: number, nstype: number): void {
  */
 export function mallocTrim(): boolean {
   return (c.malloc_trim(0) as number) === 1;
+}
+
+export const LOCK_EX = 2;
+export const LOCK_NB = 4;
+
+/**
+ * Equivalent to flock(fd, LOCK_EX | LOCK_NB): an exclusive lock on the open file, held until the
+ * descriptor is closed (or the process dies). Returns false when another open file holds it.
+ */
+export function tryLockExclusive(fd: number): boolean {
+  for (;;) {
+    if ((c.flock(fd, LOCK_EX | LOCK_NB) as number) === 0) return true;
+    const errno = koffi.errno();
+    if (errno === constants.errno.EWOULDBLOCK) return false;
+    if (errno !== constants.errno.EINTR) throw new KernelError('flock', errno);
+  }
 }

@@ -4,14 +4,13 @@
  *   response: one byte (the relay's exit code), then the bytes to print on stdout, then EOF
  */
 import { isUtf8 } from 'node:buffer';
-import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { DecodeError, InvalidEnvError } from '../../base/errors.js';
 import { toCniErrorObject } from '../../cni/errors.js';
 import { quote } from '../../cni/names.js';
 import { LATEST_VERSION } from '../../cni/versions.js';
 import type { Logger } from '../log.js';
-import { listenUnix } from '../unix-listen.js';
+import { type BoundSocketFile, listenUnix, unlinkOwnSocket } from '../unix-listen.js';
 import type { CniAnswer } from './cni-dispatch.js';
 
 /** What goes back to the relay: its exit code and stdout. */
@@ -90,6 +89,7 @@ export function encodeRequest(req: RelayRequest): Buffer {
 export class CniServer {
   readonly path: string;
   readonly #server: Server;
+  #file: BoundSocketFile | undefined;
   readonly #log: Logger;
   readonly #sockets = new Set<Socket>();
 
@@ -103,7 +103,7 @@ export class CniServer {
 
   /** Listens on the path (replacing a stale socket file) with mode 0600. */
   async listen(): Promise<void> {
-    await listenUnix(this.#server, this.path, (err) =>
+    this.#file = await listenUnix(this.#server, this.path, (err) =>
       this.#log.error('CNI socket error (serving on)', { err: err.message }),
     );
   }
@@ -111,14 +111,14 @@ export class CniServer {
   /** Stops accepting; waits for calls in progress to answer. */
   async close(): Promise<void> {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    rmSync(this.path, { force: true });
+    unlinkOwnSocket(this.#file);
   }
 
   /** Stops at once: open connections are destroyed (the relay answers "try again later"). */
   destroy(): void {
     for (const s of this.#sockets) s.destroy();
     this.#server.close();
-    rmSync(this.path, { force: true });
+    unlinkOwnSocket(this.#file);
   }
 
   #serve(sock: Socket, handle: (req: RelayRequest) => Promise<RelayAnswer>): void {

@@ -4,12 +4,11 @@
  *   request:  {"method": "status", "params": {...}}
  *   response: {"ok": true, "result": ...} or {"ok": false, "error": {"code": "ERR_...", "message": "..."}}
  */
-import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { DecodeError, InvalidConfigError, PodwireError } from '../../base/errors.js';
 import type { Logger } from '../log.js';
-import { listenUnix } from '../unix-listen.js';
+import { type BoundSocketFile, listenUnix, unlinkOwnSocket } from '../unix-listen.js';
 
 export type ControlMethod = (params: Record<string, unknown>) => Promise<unknown>;
 
@@ -23,6 +22,7 @@ const MAX_REQUEST = 64 << 10;
 export class ControlServer {
   readonly path: string;
   readonly #server: Server;
+  #file: BoundSocketFile | undefined;
   readonly #methods: ReadonlyMap<string, ControlMethod>;
   readonly #log: Logger;
 
@@ -34,14 +34,14 @@ export class ControlServer {
   }
 
   async listen(): Promise<void> {
-    await listenUnix(this.#server, this.path, (err) =>
+    this.#file = await listenUnix(this.#server, this.path, (err) =>
       this.#log.error('control socket error (serving on)', { err: err.message }),
     );
   }
 
   async close(): Promise<void> {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    rmSync(this.path, { force: true });
+    unlinkOwnSocket(this.#file);
   }
 
   #serve(sock: Socket): void {

@@ -64,7 +64,7 @@ export class HealthServer {
 
   /** Listens on "host:port" ("[::1]:9109" for IPv6). Resolves with the bound port (0 picks one). */
   async listen(address: string): Promise<number> {
-    return listenHostPort(this.#server, address, 'health', (err) =>
+    return listenHostPort(this.#server, address, 'healthAddress', (err) =>
       this.#log.error('health server error (serving on)', { err: err.message }),
     );
   }

@@ -30,7 +30,7 @@ export class MetricsServer {
 
   /** Listens on "host:port" ("[::1]:9105" for IPv6). Resolves with the bound port (0 picks one). */
   async listen(address: string): Promise<number> {
-    return listenHostPort(this.#server, address, 'metrics', (err) =>
+    return listenHostPort(this.#server, address, 'metricsAddress', (err) =>
       this.#log.error('metrics server error (serving on)', { err: err.message }),
     );
   }
