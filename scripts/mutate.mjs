@@ -568,6 +568,30 @@ const MUTATIONS = [
     tests: ['test/multinode/vxlan-guard.test.js'],
   },
   {
+    id: 'node-lock-off',
+    what: "One agent per node: no lock, a second agent takes over the first one's socket or state",
+    edits: [
+      [
+        'src/agent/agent.js',
+        'const lock = NodeLock.acquire({',
+        'const lock = { release() {} } ?? NodeLock.acquire({',
+      ],
+    ],
+    tests: ['test/agent/one-agent-per-node.test.js'],
+  },
+  {
+    id: 'unlink-any-socket',
+    what: 'The agent removes whatever socket is at its path when it stops, not only its own',
+    edits: [['src/agent/unix-listen.js', 'st.dev === file.dev && st.ino === file.ino', 'true']],
+    tests: ['test/agent/unix-listen.test.js'],
+  },
+  {
+    id: 'failed-start-lingers',
+    what: 'A start that fails returns instead of exiting: a half-open step can keep the process alive',
+    edits: [['src/cli/agent-command.js', 'process.exit(1);', 'return 1;']],
+    tests: ['test/agent/one-agent-per-node.test.js'],
+  },
+  {
     id: 'etcd-failover-from-silent-member',
     what: 'etcd: a member that does not answer stays preferred (the store stays down with healthy members)',
     edits: [

@@ -79,8 +79,29 @@ describe('agent config', () => {
 
   const OVS = 'podCIDRs: ["10.0.0.0/24"]\ndatapath: ovs\n';
   const BAD: Array<[string, string, RegExp]> = [
-    ['unknown key', 'podCIDRs: ["10.0.0.0/24"]\npodCidr: x', /podCidr: unknown key/],
-    ['no podCIDRs', 'bridge: x', /podCIDRs/],
+    [
+      'unknown key',
+      'podCIDRs: ["10.0.0.0/24"]\npodCidr: x',
+      /podCidr: unknown key \(did you mean podCIDRs\?\)/,
+    ],
+    ['misspelt key', 'podCIDR: ["10.0.0.0/24"]', /podCIDR: unknown key \(did you mean podCIDRs\?\)/],
+    [
+      'misspelt nested key',
+      'podCIDRs: ["10.0.0.0/24"]\nbridging: {uplnk: eth0}',
+      /bridging.uplnk: unknown key \(did you mean uplink\?\)/,
+    ],
+    ['unknown key, nothing close', 'podCIDRs: ["10.0.0.0/24"]\nbanana: 1', /banana: unknown key$/],
+    ['no podCIDRs', 'bridge: x', /podCIDRs: missing/],
+    [
+      'socket path too long for sockaddr_un',
+      `podCIDRs: ["10.0.0.0/24"]\nsocket: /run/${'x'.repeat(100)}/cni.sock`,
+      /socket: \/run\/x+\/cni.sock is 114 bytes; a unix socket path holds at most 107/,
+    ],
+    [
+      'control.sock beside the socket too long',
+      `podCIDRs: ["10.0.0.0/24"]\nsocket: /run/${'x'.repeat(90)}/c.sock`,
+      /socket: \/run\/x+\/control.sock is 108 bytes/,
+    ],
     ['three CIDRs', 'podCIDRs: ["10.0.0.0/24", "10.1.0.0/24", "fd00::/64"]', /podCIDRs/],
     ['two IPv4 CIDRs', 'podCIDRs: ["10.0.0.0/24", "10.1.0.0/24"]', /podCIDRs: more than one IPv4/],
     ['host bits set', 'podCIDRs: ["10.0.0.1/24"]', /podCIDRs: 10.0.0.1\/24/],
@@ -140,6 +161,28 @@ describe('agent config', () => {
       /noMasqueradeCIDRs: only meaningful with egressMasquerade: true/,
     ],
   ];
+  const BAD_YAML: Array<[string, string, RegExp]> = [
+    [
+      'unclosed list',
+      'podCIDRs: ["10.0.0.0/24"\nmtu: 1500\n',
+      /not valid YAML: line 2, column 1: Flow sequence/,
+    ],
+    [
+      'duplicate key',
+      'podCIDRs: ["10.0.0.0/24"]\nmtu: 1500\nmtu: 9000\n',
+      /not valid YAML: line 3, column 1: Map keys must be unique$/,
+    ],
+  ];
+  for (const [name, text, expected] of BAD_YAML) {
+    test(`not YAML, with line and column: ${name}`, () => {
+      assert.throws(
+        () => parseAgentConfig(text),
+        (err: unknown) =>
+          err instanceof PodwireError && err.code === 'ERR_DECODE' && expected.test(err.message),
+      );
+    });
+  }
+
   for (const [name, text, expected] of BAD) {
     test(`refused: ${name}`, () => {
       assert.throws(
