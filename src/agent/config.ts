@@ -72,7 +72,7 @@ export const DEFAULT_CONFIG: Omit<AgentConfig, 'podCIDRs'> = {
 /** The bridge of `datapath: ovs` when the config names none. */
 export const DEFAULT_OVS_BRIDGE = 'br-podwire';
 
-const KEYS = new Set([
+export const CONFIG_KEYS: ReadonlySet<string> = new Set([
   'podCIDRs',
   'datapath',
   'bridge',
@@ -110,7 +110,7 @@ export function parseAgentConfig(text: string): AgentConfig {
     throw bad('(top level)', 'must be a mapping');
   const obj = raw as Record<string, unknown>;
   for (const key of Object.keys(obj))
-    if (!KEYS.has(key)) throw bad(key, `unknown key${didYouMean(key, KEYS)}`);
+    if (!CONFIG_KEYS.has(key)) throw bad(key, `unknown key${didYouMean(key, CONFIG_KEYS)}`);
 
   const cfg: AgentConfig = { ...DEFAULT_CONFIG, podCIDRs: [] };
   const cluster = parseClusterSettings(obj);
