@@ -585,12 +585,7 @@ const MUTATIONS = [
     edits: [['src/agent/unix-listen.js', 'st.dev === file.dev && st.ino === file.ino', 'true']],
     tests: ['test/agent/unix-listen.test.js'],
   },
-  {
-    id: 'failed-start-lingers',
-    what: 'A start that fails returns instead of exiting: a half-open step can keep the process alive',
-    edits: [['src/cli/agent-command.js', 'process.exit(1);', 'return 1;']],
-    tests: ['test/agent/one-agent-per-node.test.js'],
-  },
+
   {
     id: 'etcd-failover-from-silent-member',
     what: 'etcd: a member that does not answer stays preferred (the store stays down with healthy members)',

@@ -46,13 +46,15 @@ export async function listenUnix(
   if (old) rmSync(path);
   const fd = socket(AF_UNIX, SOCK_STREAM, 0);
   const umask = process.umask(0o177);
-  let file: BoundSocketFile;
+  let file: BoundSocketFile | undefined;
   try {
     bind(fd, sockaddrUn(name)); // Equivalent to bind(2) with a struct sockaddr_un
     const st = lstatSync(path);
     file = { path, dev: st.dev, ino: st.ino };
+    chmodSync(path, 0o600); // already 0600 under the umask; says so whatever umask libc applied
   } catch (err) {
     close(fd);
+    unlinkOwnSocket(file);
     throw err;
   } finally {
     process.umask(umask);
@@ -70,8 +72,7 @@ export async function listenUnix(
     throw err;
   }
   server.on('error', onError);
-  chmodSync(path, 0o600);
-  return file;
+  return file as BoundSocketFile;
 }
 
 /** Removes the socket file if it is still the one `listenUnix` bound; another's is left alone. */
