@@ -19,6 +19,8 @@ function mine(): NetnsHandle {
 before(async () => {
   target = await spaces.add('netns');
   await must('ip', ['-n', target, 'link', 'add', 'pwtdummy0', 'type', 'veth', 'peer', 'name', 'pwtdummy1']);
+  // A value set here, not one a new namespace copies from the host (forwarding follows ip_forward).
+  await must('ip', ['netns', 'exec', target, 'sysctl', '-qw', 'net.ipv4.neigh.pwtdummy0.retrans_time_ms=2000']);
   home = NetnsHandle.current();
   assert.ok(home);
 });
@@ -40,7 +42,7 @@ test('inNetns runs inside the target and returns home', () => {
 
 test('a /proc/sys file opened inside stays bound to the target after returning', () => {
   using t = NetnsHandle.open(netnsPath(target));
-  const key = '/proc/sys/net/ipv4/conf/pwtdummy0/forwarding';
+  const key = '/proc/sys/net/ipv4/neigh/pwtdummy0/retrans_time_ms';
   assert.equal(existsSync(key), false, 'the dummy link exists only in the target');
   const fd = inNetns(t, mine(), () => openSync(key, 'r'));
   try {
@@ -50,7 +52,7 @@ test('a /proc/sys file opened inside stays bound to the target after returning',
         .subarray(0, readSync(fd, buf, 0, 8, 0))
         .toString()
         .trim(),
-      '0',
+      '2000',
     );
   } finally {
     closeSync(fd);
