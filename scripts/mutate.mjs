@@ -405,6 +405,54 @@ const MUTATIONS = [
     tests: ['test/agent/hardening/host-veth-input.test.js'],
   },
   {
+    id: 'host-veth-input-off-alone',
+    what: "both datapaths, with the host veth's sysctls at the defaults: forged sources reach the node's sockets on its host veth",
+    edits: [
+      [
+        'src/agent/startup/host-veth-input.js',
+        'meta iifkind "veth" counter name dropped drop`',
+        'meta iifkind "veth" counter name dropped accept`',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-layers.test.js'],
+  },
+  {
+    id: 'host-veth-rp-filter-off',
+    what: 'both datapaths: no strict rp_filter on the host veth (the nftables input rule switched off by the test)',
+    edits: [
+      [
+        'src/agent/cni/host-veth-sysctls.js',
+        "writeSysctl(ifaceSysctl(4, hostIfname, 'rp_filter'), '1');",
+        '',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-layers.test.js'],
+  },
+  {
+    id: 'host-veth-arp-ignore-off',
+    what: 'both datapaths: the host veth answers ARP probes handed to its own stack',
+    edits: [
+      [
+        'src/agent/cni/host-veth-sysctls.js',
+        "writeSysctl(ifaceSysctl(4, hostIfname, 'arp_ignore'), '8');",
+        '',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-layers.test.js'],
+  },
+  {
+    id: 'host-veth-ipv6-on',
+    what: 'both datapaths: IPv6 stays on on the host veth (the nftables input rule switched off by the test)',
+    edits: [
+      [
+        'src/agent/cni/host-veth-sysctls.js',
+        "name === 'accept_ra' ? '0' : '1'",
+        "name === 'accept_ra' ? '0' : '0'",
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-layers.test.js'],
+  },
+  {
     id: 'lb-uplink-guard-out',
     what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
     edits: [
