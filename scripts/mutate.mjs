@@ -147,6 +147,19 @@ const MUTATIONS = [
     tests: GC,
   },
   {
+    id: 'gc-reconcile-busy-veth-skip',
+    what: "GC: reconcile's skips of veths whose key has a call in flight removed (both judgements)",
+    edits: [
+      ['src/agent/cni/reconcile.js', ' && !busyVeths.has(l.name));', ');'],
+      [
+        'src/agent/cni/reconcile.js',
+        'if (claimedNow.has(name) || new Set([...guard.busy()].map(hostVethOfKey)).has(name)) {',
+        'if (claimedNow.has(name)) {',
+      ],
+    ],
+    tests: ['test/agent/gc-guards.test.js'],
+  },
+  {
     id: 'gc-cni-busy-veth-skip',
     what: "GC: CNI GC's skip of veths whose key has a call in flight removed",
     edits: [['src/agent/cni/cmd-gc.js', ' || new Set([...guard.busy()].map(hostVethOfKey)).has(name)', '']],

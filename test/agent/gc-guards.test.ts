@@ -12,6 +12,9 @@
  * - CNI GC's busy veths: a DEL that released the claim but has not yet deleted its veth (it does so
  *   after answering, on the attachment's key) is in flight: GC, which lists links before claims,
  *   sees a veth with no claim, and must leave it to the DEL.
+ * - reconcile's busy veths: the same window for `podwire gc` (reconcile while serving), which skips
+ *   a veth whose key has a call in flight both when it first judges the veths and when it judges them
+ *   again after listing the claims.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -115,4 +118,30 @@ test('CNI GC leaves alone the veth of a DEL in flight (claim released, veth not 
   }
   const out = await del;
   assert.equal(out.code, 0, out.stdout);
+});
+
+test('podwire gc leaves alone the veth of a DEL in flight (claim released, veth not yet deleted)', async () => {
+  const pod = await node.addPod('rcdel');
+  const add = await node.cni({ command: 'ADD', containerId: 'rc-del', netns: pod });
+  assert.equal(add.code, 0, add.stdout);
+  const veth = hostVethName('rc-del', 'eth0');
+  node.setFault({ id: 'rcdel', op: 'store.release', nth: 1, when: 'hold-after' });
+  const del = node.cni({ command: 'DEL', containerId: 'rc-del', netns: pod });
+  try {
+    for (const deadline = Date.now() + 10_000; node.claims().length > 0; await sleep(20)) {
+      assert.ok(Date.now() < deadline, 'the DEL released the claim');
+    }
+    const report = await within(gc(), 5000);
+    assert.notEqual(report, 'timeout', 'reconcile answered while the DEL was in flight');
+    assert.deepEqual((report as ReconcileReport).vethsRemoved, [], 'reconcile removed no veth');
+    assert.ok((await hostVeths(node.nodeNs)).includes(veth), 'the DEL in flight still has its veth');
+  } finally {
+    node.setFault(undefined);
+  }
+  const out = await del;
+  assert.equal(out.code, 0, out.stdout);
+  // The DEL deletes its veth after answering, on the attachment's key.
+  for (const deadline = Date.now() + 10_000; (await hostVeths(node.nodeNs)).includes(veth); await sleep(20)) {
+    assert.ok(Date.now() < deadline, 'the DEL removed its veth itself');
+  }
 });
