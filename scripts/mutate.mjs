@@ -466,6 +466,18 @@ const MUTATIONS = [
     tests: ['test/agent/hardening/host-veth-layers.test.js'],
   },
   {
+    id: 'lb-hairpin-off',
+    what: 'Linux bridge: pod ports attached without hairpin mode (a pod behind a ClusterIP cannot reach itself)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'if (podPort)\n            nl.setBridgePortHairpin(port.hostIfindex, true);',
+        '',
+      ],
+    ],
+    tests: ['test/multinode/services.test.js', 'test/datapath/linux-bridge-hairpin.test.js'],
+  },
+  {
     id: 'lb-uplink-guard-out',
     what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
     edits: [

@@ -19,7 +19,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { TestCluster } from '../../bed/cluster.js';
-import { must, run } from '../../bed/exec.js';
+import { ipJson, must, run } from '../../bed/exec.js';
 import {
   defaultRoute,
   iptablesChains,
@@ -244,11 +244,21 @@ for (const datapath of DATAPATHS) {
           for (const kp of proxies) await kp.apply(services());
         });
 
-        if (mode !== MODES[0]) return;
+        // In both modes: bridge netfilter DNATs the hairpin packet in the bridge's prerouting (the
+        // ClusterIP's backend is on the bridge, so it stays a bridged frame) and the bridge must send it
+        // back out of the port it came in on. A routed packet (bridge-nf-call-iptables=0) would leave
+        // through the bridge device and need no hairpin: this row proves the bridged path. The port's
+        // hairpin flag is put back as it was, not forced on: a restore that forced it on once hid a
+        // port attached without hairpin from the rows that ran after it.
         if (datapath === 'linux-bridge') {
           test('mechanism: without hairpin on the client port, the hairpin row fails', async () => {
             const veth = hostVethName('svc-a', 'eth0');
             const ns = cluster.members[0]?.underlay.ns as string;
+            const [port] = await ipJson<Array<{ linkinfo?: { info_slave_data?: { hairpin?: boolean } } }>>(
+              ns,
+              ['-d', 'link', 'show', veth],
+            );
+            const was = port?.linkinfo?.info_slave_data?.hairpin === true;
             const setHairpin = (on: boolean) =>
               must('ip', [
                 '-n',
@@ -268,11 +278,15 @@ for (const datapath of DATAPATHS) {
                 udp: undefined,
               });
             } finally {
-              await setHairpin(true);
+              await setHairpin(was);
             }
+            assert.equal(was, true, 'the agent attached the pod port in hairpin mode');
             assert.deepEqual(await both(pods.a.ns, '10.96.0.13', 80, 53), { tcp: gateway0, udp: gateway0 });
           });
+        }
 
+        if (mode !== MODES[0]) return;
+        if (datapath === 'linux-bridge') {
           test('mechanism: with bridge-nf-call-iptables=0 the same-node row fails; the agent sets it back', async () => {
             const m0 = cluster.members[0];
             assert.ok(m0);
