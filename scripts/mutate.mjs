@@ -549,6 +549,19 @@ const MUTATIONS = [
     tests: ['test/multinode/vxlan-guard.test.js'],
   },
   {
+    id: 'vxlan-guard-input-own-address',
+    what: "VXLAN guard: the tunnel port takes a peer's datagrams to any address of the node (a pod's, masqueraded, to the peer's second address or VIP)",
+    edits: [
+      [
+        'src/datapath/overlay/vxlan-guard.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        '`add rule ${T} input udp dport ${port} ${own} daddr != ${underlayIP} counter name forged drop`,',
+        '',
+      ],
+    ],
+    tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
     id: 'vxlan-guard-forward',
     what: "VXLAN guard: a pod's datagram to a peer's tunnel port is forwarded (masqueraded, the peer takes it as the node's)",
     edits: [
