@@ -562,6 +562,18 @@ const MUTATIONS = [
     tests: ['test/multinode/vxlan-guard.test.js'],
   },
   {
+    id: 'pool-create-pod-cidr-unchecked',
+    what: "pool create: a pool whose ranges are in a node's pod CIDR (or the clusterCIDRs) is created",
+    edits: [['src/cli/pool-command.js', 'await refusePodCIDRs(parsed, store, clusterCIDRs);', '']],
+    tests: ['test/multinode/pool-overlap.test.js'],
+  },
+  {
+    id: 'pool-start-pod-cidr-unchecked',
+    what: "agent start: a stored pool overlapping the node's pod CIDR goes unnoticed (one address for two pods)",
+    edits: [['src/agent/startup/pool-start.js', 'await refuseOverlaps(pools, podCIDRs, log);', '']],
+    tests: ['test/multinode/pool-overlap.test.js'],
+  },
+  {
     id: 'vxlan-guard-forward',
     what: "VXLAN guard: a pod's datagram to a peer's tunnel port is forwarded (masqueraded, the peer takes it as the node's)",
     edits: [
