@@ -405,6 +405,32 @@ const MUTATIONS = [
     tests: ['test/agent/hardening/host-veth-input.test.js'],
   },
   {
+    id: 'host-veth-input-by-name',
+    what: "host veth input: the rule keys on the name pw* again (an administrator's veth named pw-adm loses its traffic to the node)",
+    edits: [
+      [
+        'src/agent/startup/host-veth-input.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'meta iifgroup ${HOST_VETH_GROUP} meta iifkind',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'meta iifname "${HOST_VETH_PREFIX}*" meta iifkind',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
+    id: 'host-veth-input-group-unset',
+    what: "host veth input: ADD creates the host veth outside podwire's group (the guard does not see it)",
+    edits: [['src/agent/cni/cmd-add.js', 'group: HOST_VETH_GROUP,', '']],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
+    id: 'host-veth-input-legacy-ungrouped',
+    what: "host veth input: an earlier agent's host veths (podwire's alias, group 0) are not put in the group at start",
+    edits: [['src/agent/startup/host-veth-input.js', 'groupLegacyHostVeths(nl);', '']],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
     id: 'lb-uplink-guard-out',
     what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
     edits: [
