@@ -478,6 +478,32 @@ const MUTATIONS = [
     tests: ['test/multinode/services.test.js', 'test/datapath/linux-bridge-hairpin.test.js'],
   },
   {
+    id: 'host-veth-input-by-name',
+    what: "host veth input: the rule keys on the name pw* again (an administrator's veth named pw-adm loses its traffic to the node)",
+    edits: [
+      [
+        'src/agent/startup/host-veth-input.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'meta iifgroup ${HOST_VETH_GROUP} meta iifkind',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'meta iifname "${HOST_VETH_PREFIX}*" meta iifkind',
+      ],
+    ],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
+    id: 'host-veth-input-group-unset',
+    what: "host veth input: ADD creates the host veth outside podwire's group (the guard does not see it)",
+    edits: [['src/agent/cni/cmd-add.js', 'group: HOST_VETH_GROUP,', '']],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
+    id: 'host-veth-input-legacy-ungrouped',
+    what: "host veth input: an earlier agent's host veths (podwire's alias, group 0) are not put in the group at start",
+    edits: [['src/agent/startup/host-veth-input.js', 'groupLegacyHostVeths(nl);', '']],
+    tests: ['test/agent/hardening/host-veth-input.test.js'],
+  },
+  {
     id: 'lb-uplink-guard-out',
     what: "Linux bridge, bridging mode: a plain pod's frames for an underlay MAC, and its floods, leave the uplink",
     edits: [
@@ -620,6 +646,31 @@ const MUTATIONS = [
       ],
     ],
     tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
+    id: 'vxlan-guard-input-own-address',
+    what: "VXLAN guard: the tunnel port takes a peer's datagrams to any address of the node (a pod's, masqueraded, to the peer's second address or VIP)",
+    edits: [
+      [
+        'src/datapath/overlay/vxlan-guard.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        '`add rule ${T} input udp dport ${port} ${own} daddr != ${underlayIP} counter name forged drop`,',
+        '',
+      ],
+    ],
+    tests: ['test/multinode/vxlan-guard.test.js'],
+  },
+  {
+    id: 'pool-create-pod-cidr-unchecked',
+    what: "pool create: a pool whose ranges are in a node's pod CIDR (or the clusterCIDRs) is created",
+    edits: [['src/cli/pool-command.js', 'await refusePodCIDRs(parsed, store, clusterCIDRs);', '']],
+    tests: ['test/multinode/pool-overlap.test.js'],
+  },
+  {
+    id: 'pool-start-pod-cidr-unchecked',
+    what: "agent start: a stored pool overlapping the node's pod CIDR goes unnoticed (one address for two pods)",
+    edits: [['src/agent/startup/pool-start.js', 'await refuseOverlaps(pools, podCIDRs, log);', '']],
+    tests: ['test/multinode/pool-overlap.test.js'],
   },
   {
     id: 'vxlan-guard-forward',

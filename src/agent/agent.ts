@@ -120,6 +120,7 @@ export class Agent {
         undo,
         wrapLocal && ((local) => wrapLocal(local, 'pools')),
         clusterOpen.cluster?.store,
+        config.podCIDRs,
       );
       const ipam = new PodIpam(nodeIpam, pools);
       const announcer = new Announcer(ANNOUNCE, (key, err) =>

@@ -1,9 +1,9 @@
 /** `podwire pool create|list|show|delete`: the cluster's IP pools, straight from the cluster store. */
 import { loadAgentConfig } from '../agent/config.js';
 import { InvalidConfigError } from '../base/errors.js';
-import { parseIp } from '../base/ip.js';
+import { isPrefix, type Prefix, parseIp, parsePrefix } from '../base/ip.js';
 import { openClusterStore } from '../cluster/config.js';
-import { parseIpPool, poolContains } from '../cluster/ip-pool.js';
+import { type ParsedPool, parseIpPool, poolContains, poolOverlap } from '../cluster/ip-pool.js';
 import { nodeAddressesOf } from '../cluster/node-addresses.js';
 import type { PoolStore } from '../cluster/pool-store.js';
 import type { ClusterStore } from '../cluster/store.js';
@@ -16,7 +16,12 @@ const TIMEOUT_MS = 15_000;
 
 async function withPools<T>(
   args: CliArgs,
-  fn: (pools: PoolStore, signal: AbortSignal, store: ClusterStore) => Promise<T>,
+  fn: (
+    pools: PoolStore,
+    signal: AbortSignal,
+    store: ClusterStore,
+    clusterCIDRs: readonly Prefix[],
+  ) => Promise<T>,
 ): Promise<T> {
   const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
   if (!config.cluster) throw new InvalidConfigError('the configuration has no cluster: section');
@@ -24,9 +29,36 @@ async function withPools<T>(
   try {
     if (!store.pools)
       throw new InvalidConfigError(`${store.description} keeps no IP pools (pools need etcd)`);
-    return await fn(store.pools, AbortSignal.timeout(TIMEOUT_MS), store);
+    return await fn(
+      store.pools,
+      AbortSignal.timeout(TIMEOUT_MS),
+      store,
+      (config.cluster.pool?.clusterCIDRs ?? []).map(parsePrefix).filter(isPrefix),
+    );
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * Refuses a pool with addresses in a pod CIDR: a registered node's, or one of the clusterCIDRs the
+ * nodes' pod CIDRs are cut from (a node that joins later would get it). The error names both.
+ */
+async function refusePodCIDRs(
+  parsed: ParsedPool,
+  store: ClusterStore,
+  clusterCIDRs: readonly Prefix[],
+): Promise<void> {
+  const named: Array<{ cidrs: Prefix[]; what: string }> = [];
+  for (const { node } of (await store.listNodes()).nodes)
+    named.push({ cidrs: node.podCIDRs.map(parsePrefix).filter(isPrefix), what: `of node ${node.name}` });
+  named.push({ cidrs: [...clusterCIDRs], what: '(clusterCIDRs, where pod CIDRs are cut from)' });
+  for (const { cidrs, what } of named) {
+    const hit = poolOverlap(parsed, cidrs);
+    if (hit)
+      throw new InvalidConfigError(
+        `pool ${parsed.pool.name}: range ${hit.range} overlaps the pod CIDR ${hit.cidr.text} ${what}; a pool address must be no pod CIDR's`,
+      );
   }
 }
 
@@ -59,7 +91,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
     return 2;
   }
   const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
-  return withPools(args, async (pools, signal, store) => {
+  return withPools(args, async (pools, signal, store, clusterCIDRs) => {
     switch (verb) {
       case 'create': {
         const pool = poolFromArgs(name as string, args);
@@ -72,6 +104,7 @@ async function run(args: CliArgs, out: (s: string) => void): Promise<number> {
           throw new InvalidConfigError(
             `pool ${pool.name}: its ranges cover node addresses (${covered.map(([ip, node]) => `${ip} of ${node}`).join(', ')}); leave them out`,
           );
+        await refusePodCIDRs(parsed, store, clusterCIDRs);
         if (!(await pools.createPool(pool, { signal })))
           throw new InvalidConfigError(`pool ${pool.name} already exists`);
         if (args.json) json(pool);

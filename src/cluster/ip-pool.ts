@@ -8,7 +8,7 @@
 
 import { isDnsLabel } from '../base/dns-label.js';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
-import { addressBits, formatIp, type IpFamily, parseIp } from '../base/ip.js';
+import { addressBits, formatIp, type IpFamily, type Prefix, parseIp, prefixSize } from '../base/ip.js';
 
 export interface IpPool {
   /** A DNS-1123 label: it names etcd keys and the CNI_ARGS value PODWIRE_POOL. */
@@ -135,4 +135,22 @@ export function poolContains(p: ParsedPool, ip: bigint): boolean {
 /** Every address the pool hands out, in range order. Pools are small (a subnet shared with hosts). */
 export function* poolAddresses(p: ParsedPool): Generator<bigint> {
   for (const s of p.spans) for (let ip = s.first; ip <= s.last; ip++) if (!p.reserved.has(ip)) yield ip;
+}
+
+/**
+ * The first range of the pool that overlaps one of `cidrs` (pod CIDRs), with that CIDR. An address
+ * there would be a pool pod's on the underlay and a plain pod's on a node at once: two pods with one
+ * address, and the node's routes and guards taking one for the other.
+ */
+export function poolOverlap(
+  p: ParsedPool,
+  cidrs: readonly Prefix[],
+): { range: string; cidr: Prefix } | undefined {
+  for (const cidr of cidrs) {
+    if (cidr.family !== p.family) continue;
+    const last = cidr.network + prefixSize(cidr) - 1n;
+    for (const [i, s] of p.spans.entries())
+      if (s.first <= last && cidr.network <= s.last) return { range: p.pool.ranges[i] as string, cidr };
+  }
+  return undefined;
 }

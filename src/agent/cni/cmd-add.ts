@@ -16,7 +16,7 @@ import { inNetns, openPodNetns } from '../../kernel/netns.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
-import { attachmentKey, hostVethAlias, hostVethName } from './host-veth.js';
+import { attachmentKey, HOST_VETH_GROUP, hostVethAlias, hostVethName } from './host-veth.js';
 import { hostVethTakesNothing } from './host-veth-sysctls.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podRoutes, type RouteConf } from './pod-routes.js';
@@ -151,7 +151,15 @@ export async function cmdAdd(
  * from the attachment, and IPAM refused no second allocation), so it is removed and creation retried.
  */
 function createVeth(ctx: AgentContext, hostName: string, ifname: string, podFd: number, mac: string) {
-  const spec = { name: hostName, peerName: ifname, mtu: ctx.config.mtu, peerNetnsFd: podFd, peerMac: mac };
+  // In the guard's group from its creation on (host-veth-input.ts).
+  const spec = {
+    name: hostName,
+    peerName: ifname,
+    mtu: ctx.config.mtu,
+    peerNetnsFd: podFd,
+    peerMac: mac,
+    group: HOST_VETH_GROUP,
+  };
   try {
     return ctx.nl.addVeth(spec);
   } catch (err) {

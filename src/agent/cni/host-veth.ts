@@ -6,6 +6,14 @@ import { attachmentKey as ipamAttachmentKey } from '../../ipam/store.js';
 export const HOST_VETH_PREFIX = 'pw';
 
 /**
+ * The interface group (IFLA_GROUP) of every host veth podwire creates ("pw" in ASCII, 0x70 0x77): the
+ * key of the host-veth input guard (`meta iifgroup`, startup/host-veth-input.ts). Set by the request
+ * that creates the veth, so it is never up outside the group; another veth named `pw...` (an
+ * administrator's) stays in group 0 and out of the guard.
+ */
+export const HOST_VETH_GROUP = 0x7077;
+
+/**
  * A stable name of at most 15 bytes (IFNAMSIZ - 1) for the attachment (containerID, ifname): the same
  * attachment always gets the same name, so DEL finds it without any state.
  */

@@ -152,7 +152,7 @@ export async function startMembership(
   const nft = nftIn();
   const vxlanGuard =
     c.trafficMode === 'encap'
-      ? await VxlanGuard.start(nft, VXLAN_PORT, (msg, fields) => log.warn(msg, fields))
+      ? await VxlanGuard.start(nft, VXLAN_PORT, uplink.ip, (msg, fields) => log.warn(msg, fields))
       : await removeVxlanGuard(nft).then(
           () => undefined,
           (err: unknown) => log.info('no VXLAN guard to remove', { reason: String(err) }),

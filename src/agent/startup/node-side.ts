@@ -42,7 +42,7 @@ export async function startNodeSide(
   // Before the first pod: kube-proxy's Services need the bridge's frames in the node's conntrack.
   if (config.datapath === 'linux-bridge') enableBridgeNetfilter(writeSysctl, log);
   // Before the first pod: nothing reaches the node's stack on a host veth itself.
-  await installHostVethInput(nftIn(), (message, fields) => log.warn(message, fields));
+  await installHostVethInput(nftIn(), nl, (message, fields) => log.warn(message, fields));
   const made = createDatapath(config, nl, gatewaysOf(config.podCIDRs), log);
   const datapath = wrap ? wrap(made) : made;
   await datapath.start();

@@ -5,6 +5,9 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { InvalidConfigError } from '../../base/errors.js';
+import { isPrefix, parsePrefix } from '../../base/ip.js';
+import { parseIpPool, poolOverlap } from '../../cluster/ip-pool.js';
 import { nodeAddressesOf } from '../../cluster/node-addresses.js';
 import type { PoolStore } from '../../cluster/pool-store.js';
 import type { ClusterStore } from '../../cluster/store.js';
@@ -24,6 +27,35 @@ export function rangeIdOfDir(name: string): string | undefined {
   }
 }
 
+/**
+ * A pool (made before `podwire pool create` checked, or by another tool, or before this node got its
+ * CIDR) with addresses in this node's pod CIDRs: the agent does not start, naming both. A store that
+ * does not answer is no reason not to start (pool ADDs fail until it is back); the next start checks.
+ */
+async function refuseOverlaps(pools: PoolStore, podCIDRs: readonly string[], log: Logger): Promise<void> {
+  const cidrs = podCIDRs.map(parsePrefix).filter(isPrefix);
+  let stored: Awaited<ReturnType<PoolStore['listPools']>>;
+  try {
+    stored = await pools.listPools();
+  } catch (err) {
+    log.warn("pools not checked against this node's pod CIDRs at start", { err: String(err) });
+    return;
+  }
+  for (const value of stored) {
+    let parsed: ReturnType<typeof parseIpPool>;
+    try {
+      parsed = parseIpPool(value, `pool ${value.name}`);
+    } catch {
+      continue; // a pool the store holds malformed: ADDs from it fail with its error
+    }
+    const hit = poolOverlap(parsed, cidrs);
+    if (hit)
+      throw new InvalidConfigError(
+        `pool ${value.name}: range ${hit.range} overlaps this node's pod CIDR ${hit.cidr.text}; a pool address must be no pod CIDR's: delete the pool (podwire pool delete ${value.name}) or give the node another CIDR`,
+      );
+  }
+}
+
 export async function startPools(
   pools: PoolStore | undefined,
   node: string,
@@ -34,8 +66,11 @@ export async function startPools(
   wrapLocal?: (store: IpamStore) => IpamStore,
   /** The cluster's node records, whose addresses no pod may take (issue 15, finding 3). */
   nodes?: ClusterStore,
+  /** This node's pod CIDRs: a pool with addresses in one makes the agent refuse to start. */
+  podCIDRs: readonly string[] = [],
 ): Promise<PoolAllocator | undefined> {
   if (!pools) return undefined;
+  await refuseOverlaps(pools, podCIDRs, log);
   const dir = join(stateDir, 'pool-ipam');
   const opened = await FileStore.open(dir);
   const local = wrapLocal ? wrapLocal(opened) : opened;

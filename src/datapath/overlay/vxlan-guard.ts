@@ -5,9 +5,15 @@
  * node, the pods of its node and the underlay with any source address; sent to a peer, the egress
  * masquerade made it look like this node's own tunnel traffic. One nftables table (inet family):
  *
- *   input    UDP to the VXLAN port from an address that is no peer's underlay address: drop
+ *   input    UDP to the VXLAN port addressed to anything but the node's own underlay address (the one
+ *            its peers send to), or from an address that is no peer's underlay address: drop
  *   forward  UDP to the VXLAN port of a peer's underlay address: drop (a node sends its own tunnel
  *            traffic, it never forwards any: what it would forward there comes from a pod)
+ *
+ * The destination check is the one that holds whatever addresses a peer has: a pod's datagram to a
+ * peer's second address, a VIP, or any address the forward rule does not know, leaves its node
+ * masqueraded, from a peer's address, and only the receiver can tell it is not to the address its
+ * peers use. The forward rule stops the plainest case at the source, even toward an older peer.
  *
  * both counted in the table's counter `forged`. The peers are a set of each family, updated from the
  * membership's peer list (`setPeers`): the first list after a start replaces the set in one
@@ -27,7 +33,8 @@ const T = `inet ${VXLAN_GUARD_TABLE}`;
  * Creates the table, its sets and counter when missing (the peers of a running node stay), and writes
  * its rules again, in one transaction.
  */
-export function vxlanGuardScript(port: number): string {
+export function vxlanGuardScript(port: number, underlayIP: string): string {
+  const own = isIPv4(underlayIP) ? 'ip' : 'ip6';
   const lines = [
     `table ${T} {`,
     '  counter forged { }',
@@ -38,6 +45,7 @@ export function vxlanGuardScript(port: number): string {
     '}',
     `flush chain ${T} input`,
     `flush chain ${T} forward`,
+    `add rule ${T} input udp dport ${port} ${own} daddr != ${underlayIP} counter name forged drop`,
     `add rule ${T} input udp dport ${port} ip saddr != @peers4 counter name forged drop`,
     `add rule ${T} input udp dport ${port} ip6 saddr != @peers6 counter name forged drop`,
     `add rule ${T} forward udp dport ${port} ip daddr @peers4 counter name forged drop`,
@@ -69,9 +77,9 @@ export class VxlanGuard {
     this.#warn = warn;
   }
 
-  /** Equivalent to: `nft -f` of `vxlanGuardScript(port)`. */
-  static async start(nft: Nft, port: number, warn: Warn): Promise<VxlanGuard> {
-    await nft.apply(vxlanGuardScript(port));
+  /** Equivalent to: `nft -f` of `vxlanGuardScript(port, underlayIP)`. */
+  static async start(nft: Nft, port: number, underlayIP: string, warn: Warn): Promise<VxlanGuard> {
+    await nft.apply(vxlanGuardScript(port, underlayIP));
     return new VxlanGuard(nft, warn);
   }
 

@@ -211,6 +211,7 @@ export function linkFromBody(body: LinkBody): Link {
   if (attrs.address !== undefined) link.mac = formatMac(attrs.address);
   if (attrs.master !== undefined) link.masterIndex = attrs.master;
   if (attrs.ifalias !== undefined && attrs.ifalias !== '') link.alias = attrs.ifalias;
+  if (attrs.group !== undefined) link.group = attrs.group;
   if (attrs.operstate !== undefined) link.operstate = L.operstateName(attrs.operstate);
   if (attrs.link !== undefined) link.linkIndex = attrs.link;
   if (attrs.linkinfo?.slaveKind === 'bridge') {

@@ -162,7 +162,7 @@ export class Rtnetlink implements Disposable {
   /**
    * Creates a veth pair; the peer is created directly in the namespace of `peerNetnsFd` when given.
    * Returns the end named `name`. Equivalent to:
-   * `ip link add NAME mtu M [address MAC] type veth peer name PEER mtu M [address PEERMAC] netns FD`.
+   * `ip link add NAME mtu M [address MAC] [group G] type veth peer name PEER mtu M [address PEERMAC] netns FD`.
    */
   addVeth(spec: VethSpec): Link {
     const peer: LinkAttributes = { ifname: spec.peerName, mtu: spec.mtu };
@@ -174,6 +174,7 @@ export class Rtnetlink implements Disposable {
       linkinfo: { kind: 'veth', peer: { ifi: ifInfoMsg(), attrs: peer } },
     };
     if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
+    if (spec.group !== undefined) attrs.group = spec.group;
     this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
     return this.#created(spec.name);
   }
@@ -214,6 +215,11 @@ export class Rtnetlink implements Disposable {
    */
   setLinkAlias(index: number, alias: string): void {
     this.#setLink(index, {}, { ifalias: alias });
+  }
+
+  /** Equivalent to: `ip link set dev INDEX group GROUP`. */
+  setLinkGroup(index: number, group: number): void {
+    this.#setLink(index, {}, { group });
   }
 
   /** Equivalent to: `ip link set dev INDEX down`. */

@@ -18,6 +18,8 @@ export interface Link {
   up: boolean;
   /** IFLA_IFALIAS, when set and not empty. */
   alias?: string;
+  /** IFLA_GROUP: the interface group (`ip link set group N`; nftables `meta iifgroup`). */
+  group?: number;
   /** IFLA_MASTER: the bridge (or bond) this link is enslaved to. */
   masterIndex?: number;
   /** IFLA_BRPORT_STATE (BR_STATE_*) from IFLA_INFO_SLAVE_DATA, when the link is a bridge port. */
@@ -98,6 +100,8 @@ export interface VethSpec {
   peerNetnsFd?: number;
   mac?: string;
   peerMac?: string;
+  /** IFLA_GROUP of the `name` end, set by the request that creates it (so it never exists without). */
+  group?: number;
 }
 
 export interface BridgeSpec {

@@ -12,11 +12,19 @@
  * `host-veth-input-off` in scripts/mutate.mjs): on the Linux bridge the link-local frame is heard, on
  * the userspace datapath both. The drops are counted in /metrics
  * (`podwire_node_guard_dropped_packets_total{guard="host_veth_input"}`).
+ *
+ * The rule keys on podwire's interface group (`HOST_VETH_GROUP`, set in the request that creates the
+ * host veth: src/agent/cni/cmd-add.ts createVeth), not on the name: a veth an administrator named
+ * `pw-adm` carries traffic to the node as before (fails with the old `iifname "pw*"` rule); a host veth
+ * of an earlier agent (group 0, podwire's alias) is put in the group at the next start
+ * (`groupLegacyHostVeths`) and guarded again (mutations `host-veth-input-group-unset`,
+ * `host-veth-input-legacy-ungrouped`).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { run } from '../../../bed/exec.js';
+import { must, run } from '../../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../../bed/metrics.js';
+import { NamespaceSet } from '../../../bed/namespaces.js';
 import { resultIps, TestNode } from '../../../bed/node.js';
 import { OVS_DATAPATH, ovsAvailable } from '../../../bed/ovs.js';
 import { udpListener } from '../../../bed/udp-listener.js';
@@ -33,32 +41,21 @@ for (const datapath of datapaths) {
   }, () => {
     let node: TestNode;
     let scapy: ScapySender | undefined;
+    const spaces = new NamespaceSet();
 
-    before(async () => {
-      node = new TestNode({
-        datapath,
-        podCIDRs: [POD_CIDR],
-        config: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
-      });
-      await node.setup();
-    });
-
-    after(async () => {
-      await scapy?.close();
-      await node?.cleanup();
-    });
-
-    test('a datagram from 0.0.0.0 to a link-local group or broadcast MAC is not heard; one through the gateway is', async () => {
-      const podNs = await node.addPod('hv');
-      const add = await node.cni({ command: 'ADD', containerId: 'hv', netns: podNs });
-      assert.equal(add.code, 0, add.stdout);
-      assert.equal(resultIps(add).length, 1);
+    /**
+     * The pod `podNs` sends both forged frames (from 0.0.0.0 to a link-local group and the broadcast
+     * MAC), then one datagram to the gateway from its socket; what a listener on UDP 67 in the node
+     * heard, as "SOURCE PAYLOAD".
+     */
+    async function heardFrom(podNs: string): Promise<string[]> {
       const [link] = JSON.parse(
         (await run('ip', ['-n', podNs, '-j', 'link', 'show', 'eth0'])).stdout,
       ) as Array<{
         address: string;
       }>;
       const mac = link?.address as string;
+      await scapy?.close();
       scapy = await ScapySender.start(podNs);
       const listener = await udpListener(node.nodeNs, 4, 67, 3);
       for (const [dst, payload] of [
@@ -75,9 +72,31 @@ for (const datapath of datapaths) {
         `import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'genuine', ('${GATEWAY}', 67))`,
       ]);
       assert.equal(genuine.code, 0, genuine.stderr);
-      const heard = await listener.heard;
+      return (await listener.heard).map((h) => `${h.from} ${h.payload}`);
+    }
+
+    before(async () => {
+      node = new TestNode({
+        datapath,
+        podCIDRs: [POD_CIDR],
+        config: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
+      });
+      await node.setup();
+    });
+
+    after(async () => {
+      await scapy?.close();
+      await node?.cleanup();
+      await spaces.cleanup();
+    });
+
+    test('a datagram from 0.0.0.0 to a link-local group or broadcast MAC is not heard; one through the gateway is', async () => {
+      const podNs = await node.addPod('hv');
+      const add = await node.cni({ command: 'ADD', containerId: 'hv', netns: podNs });
+      assert.equal(add.code, 0, add.stdout);
+      assert.equal(resultIps(add).length, 1);
       assert.deepEqual(
-        heard.map((h) => `${h.from} ${h.payload}`),
+        await heardFrom(podNs),
         [`${resultIps(add)[0]} genuine`],
         'only the datagram sent through the gateway reached the node',
       );
@@ -92,6 +111,54 @@ for (const datapath of datapaths) {
       );
       assert.equal(dropped, want, `host_veth_input drops in /metrics (${datapath}, ${OVS_DATAPATH})`);
       assert.equal((await node.cni({ command: 'DEL', containerId: 'hv', netns: podNs })).code, 0);
+    });
+
+    test("a veth of the administrator's named pw-adm is not podwire's: the node hears what arrives on it", async () => {
+      const adminNs = await spaces.add('hvadm');
+      await must('ip', [
+        '-n',
+        node.nodeNs,
+        'link',
+        'add',
+        'pw-adm',
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'eth0',
+        'netns',
+        adminNs,
+      ]);
+      await must('ip', ['-n', node.nodeNs, 'addr', 'add', '192.168.99.1/24', 'dev', 'pw-adm']);
+      await must('ip', ['-n', node.nodeNs, 'link', 'set', 'pw-adm', 'up']);
+      await must('ip', ['-n', adminNs, 'addr', 'add', '192.168.99.2/24', 'dev', 'eth0']);
+      await must('ip', ['-n', adminNs, 'link', 'set', 'eth0', 'up']);
+      const listener = await udpListener(node.nodeNs, 4, 67, 2);
+      await must('ip', [
+        ...['netns', 'exec', adminNs, '/usr/bin/python3', '-c'],
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'admin', ('192.168.99.1', 67))",
+      ]);
+      assert.deepEqual(
+        (await listener.heard).map((h) => `${h.from} ${h.payload}`),
+        ['192.168.99.2 admin'],
+        "the administrator's veth is left alone",
+      );
+      await must('ip', ['-n', node.nodeNs, 'link', 'del', 'pw-adm']);
+    });
+
+    test('a host veth of an earlier agent (not in the group, podwire alias) is guarded again after a restart', async () => {
+      const podNs = await node.addPod('hv2');
+      const add = await node.cni({ command: 'ADD', containerId: 'hv2', netns: podNs });
+      assert.equal(add.code, 0, add.stdout);
+      const interfaces = (add.json?.interfaces ?? []) as Array<{ name: string; sandbox?: string }>;
+      const hostVeth = interfaces.find((i) => !i.sandbox)?.name;
+      assert.ok(hostVeth, 'the result names the host veth');
+      await node.stopAgent();
+      // What an agent before the group left: a host veth in group 0.
+      await must('ip', ['-n', node.nodeNs, 'link', 'set', 'dev', hostVeth, 'group', 'default']);
+      await node.startAgent();
+      assert.deepEqual(await heardFrom(podNs), [`${resultIps(add)[0]} genuine`]);
+      assert.equal((await node.cni({ command: 'DEL', containerId: 'hv2', netns: podNs })).code, 0);
     });
   });
 }
