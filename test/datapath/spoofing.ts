@@ -297,30 +297,37 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
 
     // DHCP snooping's rule: a client port sends no server messages. A pod that answers DHCP (an offer
     // naming itself as router and DNS server) would configure the underlay's hosts in bridging mode
-    // (found in a security review with busybox udhcpd in a pod). Linux bridge: ip4_guard's `udp sport
-    // 67 udp dport 68 counter name CLASSIFIER drop` and ip6_guard's `udp sport 547 udp dport 546 ...`
-    // (pod-guard.ts CHAINS). OVS: table 0's `udp,tp_src=67,tp_dst=68` and `udp6,tp_src=547,tp_dst=546`
-    // drop flows (pipeline.ts pipelineFlows). Decision 29.
-    test("a DHCP or DHCPv6 server's message from a pod never reaches a client", async () => {
+    // (found in a security review with busybox udhcpd in a pod). Clients check only the destination
+    // port, so the source port is the sender's choice: a review answered from 1067 (decision 34).
+    // Linux bridge: ip4_guard's `udp dport 68 counter name CLASSIFIER drop` and ip6_guard's `udp dport
+    // 546 ...` (pod-guard.ts CHAINS). OVS: table 0's `udp,tp_dst=68` and `udp6,tp_dst=546` drop flows
+    // (pipeline.ts pipelineFlows). Decisions 29, 34.
+    test("a DHCP or DHCPv6 server's message from a pod never reaches a client, whatever its source port", async () => {
       const a = attacker;
       // Long enough for the sends below, also in the emulated guest.
       const seconds = patient(4000) / 1000;
-      const v4 = await udpListener(third.ns, 4, 68, seconds);
-      const v6 = await udpListener(third.ns, 6, 546, seconds);
+      const client4 = await udpListener(third.ns, 4, 68, seconds);
+      const client6 = await udpListener(third.ns, 6, 546, seconds);
+      // The third pod's server ports: what a client sends there must arrive (pods stay DHCP clients).
+      const server4 = await udpListener(third.ns, 4, 67, seconds);
+      const server6 = await udpListener(third.ns, 6, 547, seconds);
       const before = await drops('CLASSIFIER');
-      const offer = (sport: number, payload: string) =>
-        `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=68)/Raw(b'${payload}')`;
-      const reply = (sport: number, payload: string) =>
-        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.ll}', dst='${third.ll}')/UDP(sport=${sport}, dport=546)/Raw(b'${payload}')`;
-      await scapy.send(offer(67, 'offer'), 3);
-      await scapy.send(reply(547, 'reply'), 3);
-      // The same from other source ports: they must arrive.
-      await scapy.send(offer(1067, 'genuine'), 1);
-      await scapy.send(reply(1547, 'genuine'), 1);
-      const payloads = async (l: typeof v4) => (await l.heard).map((h) => h.payload);
-      assert.deepEqual(await payloads(v4), ['genuine'], 'what the DHCP client port heard');
-      assert.deepEqual(await payloads(v6), ['genuine'], 'what the DHCPv6 client port heard');
-      await counted('CLASSIFIER', before, 6);
+      const v4 = (sport: number, dport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=${dport})/Raw(b'${payload}')`;
+      // To the third pod's IPAM address: its link-local may still be tentative when this test runs first.
+      const v6 = (sport: number, dport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.ll}', dst='${third.v6}')/UDP(sport=${sport}, dport=${dport})/Raw(b'${payload}')`;
+      for (const sport of [67, 1067, 40000]) await scapy.send(v4(sport, 68, `offer-${sport}`), 2);
+      for (const sport of [547, 1547, 40000]) await scapy.send(v6(sport, 546, `reply-${sport}`), 2);
+      // A client's messages, after the forged ones: they must arrive.
+      await scapy.send(v4(68, 67, 'discover'), 1);
+      await scapy.send(v6(546, 547, 'solicit'), 1);
+      const payloads = async (l: typeof client4) => (await l.heard).map((h) => h.payload);
+      assert.deepEqual(await payloads(server4), ['discover'], 'what the DHCP server port heard');
+      assert.deepEqual(await payloads(server6), ['solicit'], 'what the DHCPv6 server port heard');
+      assert.deepEqual(await payloads(client4), [], 'what the DHCP client port heard');
+      assert.deepEqual(await payloads(client6), [], 'what the DHCPv6 client port heard');
+      await counted('CLASSIFIER', before, 12);
     });
 
     neighbourDiscoveryGuardTests(bed);

@@ -16,9 +16,9 @@
  *                IPv6 -> ip6_guard; any other ethertype: drop (CLASSIFIER)
  *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
  *                else drop (ARP_SPOOF_GUARD)
- *   ip4_guard    DHCP server to client (UDP 67 -> 68): drop (CLASSIFIER); (iifname, ether src, IPv4
- *                src): accept; else drop (IP_SPOOF_GUARD)
- *   ip6_guard    RS, RA, redirect, DHCPv6 server to client (UDP 547 -> 546): drop (CLASSIFIER);
+ *   ip4_guard    DHCP to a client (UDP to 68, any source port): drop (CLASSIFIER); (iifname, ether
+ *                src, IPv4 src): accept; else drop (IP_SPOOF_GUARD)
+ *   ip6_guard    RS, RA, redirect, DHCPv6 to a client (UDP to 546, any source port): drop (CLASSIFIER);
  *                NA -> na_guard, NS -> ns_guard, then (iifname, ether src, IPv6 src = own address or
  *                EUI-64 link-local; `::` for ICMPv6 only): accept; else drop (IP_SPOOF_GUARD)
  *   na_guard     target = own address or link-local, with own MAC as TLL option or no option: on to
@@ -107,8 +107,9 @@ const CHAINS: Record<string, string[]> = {
   ],
   ip4_guard: [
     // Pods are clients: a DHCP server's message from one (an offer naming itself as router and DNS
-    // server) would configure the underlay's hosts in bridging mode (decision 29).
-    'udp sport 67 udp dport 68 counter name CLASSIFIER drop',
+    // server) would configure the underlay's hosts in bridging mode (decision 29). Whatever its source
+    // port: clients check only the destination port (decision 34).
+    'udp dport 68 counter name CLASSIFIER drop',
     'meta iifname . ether saddr . ip saddr @pod_ip4 accept',
     'counter name IP_SPOOF_GUARD drop',
   ],
@@ -117,8 +118,8 @@ const CHAINS: Record<string, string[]> = {
     // solicitation: the node, a router, would take its source link-layer option for the sender's
     // entry (ovs/pipeline.ts, table 0).
     'icmpv6 type { nd-router-solicit, nd-router-advert, nd-redirect } counter name CLASSIFIER drop',
-    // A DHCPv6 server's or relay's message to a client (decision 29).
-    'udp sport 547 udp dport 546 counter name CLASSIFIER drop',
+    // A DHCPv6 server's or relay's message to a client, from any source port (decisions 29, 34).
+    'udp dport 546 counter name CLASSIFIER drop',
     'icmpv6 type nd-neighbor-advert icmpv6 code 0 jump na_guard',
     'icmpv6 type nd-neighbor-solicit icmpv6 code 0 jump ns_guard',
     'meta iifname . ether saddr . ip6 saddr @pod_ip6 accept',

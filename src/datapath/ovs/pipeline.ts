@@ -5,7 +5,8 @@
  *
  *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway
  *                       port (its own MAC) -> 50;
- *                       RS, RA, redirect, DHCP(v6) server to client: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
+ *                       RS, RA, redirect, UDP to a DHCP(v6) client port (68, 546) from any port: drop;
+ *                       NS/NA -> 30; IP/IPv6 -> 40; else drop
  *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod (own IPv4 or 0.0.0.0, a probe) and
  *                   of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
@@ -174,9 +175,10 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=134', 'drop'),
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=137', 'drop'),
     // Pods are clients: a DHCP or DHCPv6 server's message to a client from one would configure the
-    // underlay's hosts in bridging mode (decision 29).
-    flow(c, T.CLASSIFIER, 220, 'udp,tp_src=67,tp_dst=68', 'drop'),
-    flow(c, T.CLASSIFIER, 220, 'udp6,tp_src=547,tp_dst=546', 'drop'),
+    // underlay's hosts in bridging mode (decision 29). Whatever its source port: clients check only
+    // the destination port (decision 34).
+    flow(c, T.CLASSIFIER, 220, 'udp,tp_dst=68', 'drop'),
+    flow(c, T.CLASSIFIER, 220, 'udp6,tp_dst=546', 'drop'),
     flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=135,icmp_code=0', goto(T.ND_GUARD)),
     flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=136,icmp_code=0', goto(T.ND_GUARD)),
     flow(c, T.CLASSIFIER, 200, 'ip', goto(T.IP_SPOOF_GUARD)),

@@ -102,8 +102,8 @@ test('pipeline flows: every table ends in a counted default; the gateway may ARP
   assert.ok(flows.every((f) => f.cookie === PIPELINE_COOKIE));
   const gwPass = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.includes('in_port=1'));
   for (const [proto, ports] of [
-    ['udp', 'tp_src=67,tp_dst=68'],
-    ['udp6', 'tp_src=547,tp_dst=546'],
+    ['udp', 'tp_dst=68'],
+    ['udp6', 'tp_dst=546'],
   ]) {
     const dhcp = flows.find((f) => f.table === TABLE.CLASSIFIER && f.match.join(',') === `${proto},${ports}`);
     assert.equal(
