@@ -407,6 +407,32 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'lb-arp-probe-any-target',
+    what: "Linux bridge: a pod's ARP probe (sender 0.0.0.0) passes for any target (a neighbour's address)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'arp saddr ip 0.0.0.0 meta iifname . ether saddr . arp daddr ip != @pod_ip4 counter name ARP_SPOOF_GUARD drop',",
+        '',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-arp-probe-any-target',
+    what: "OVS: a pod's ARP probe (sender 0.0.0.0) passes for any target (a neighbour's address)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'arp_spa=0.0.0.0,arp_tpa=${ip},arp_sha=${mac}',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'arp_spa=0.0.0.0,arp_sha=${mac}',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
     id: 'host-veth-input-off',
     what: "both datapaths: a pod's datagram from 0.0.0.0 to a link-local group or broadcast MAC reaches the node's sockets on its host veth",
     edits: [

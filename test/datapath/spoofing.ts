@@ -19,6 +19,7 @@ import { ipJson, must, run } from '../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps, TestNode } from '../../bed/node.js';
 import { OVS_DATAPATH } from '../../bed/ovs.js';
+import { capture } from '../../bed/tcpdump.js';
 import { udpListener } from '../../bed/udp-listener.js';
 import { eui64LinkLocal } from '../../src/base/mac.js';
 import { podMacOf } from './ovs/ovs-node.js';
@@ -353,32 +354,65 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       assert.equal(extra, 0, 'tagged echoes the victim received');
     });
 
-    // Linux bridge: `pod_arp` holds (port, MAC, MAC, 0.0.0.0) for every IPv4 pod (pod-guard.ts).
-    // OVS: the pod's `arp_spa=0.0.0.0` flow in table 10 (pipeline.ts podFlows); without it the probe
-    // meets the table's drop and no answer comes back.
-    test("an ARP probe (sender 0.0.0.0) with the pod's own MAC is answered; with a foreign MAC it is not", async () => {
-      const probe = (extra: string[]) =>
-        run('ip', [
-          'netns',
-          'exec',
-          attacker.ns,
-          'arping',
-          '-0',
-          '-c',
-          '2',
-          '-w',
-          '2',
-          '-i',
-          'eth0',
-          ...extra,
-          neighbour.v4,
-        ]);
-      const own = await probe([]);
-      assert.equal(own.code, 0, `the neighbour answered the probe: ${own.stdout}${own.stderr}`);
+    // An ARP probe (RFC 5227: sender IP 0.0.0.0) names the address it asks about as target; a host that
+    // runs conflict detection on that address gives it up when it hears one, and Linux answers it for
+    // an address it holds. A pod may probe its own addresses only, with its own MAC (decision 34).
+    // Linux bridge: arp_guard's `arp saddr ip 0.0.0.0 ... arp daddr ip != @pod_ip4 ... drop` (target),
+    // and `pod_arp`'s (port, MAC, MAC, 0.0.0.0) elements (pod-guard.ts podGuardKeys; the MACs). OVS:
+    // the pod's `arp_spa=0.0.0.0,arp_tpa=<own>` flow in table 10 (pipeline.ts podFlows). The victim is
+    // the neighbour pod, which holds the address probed for: a capture on its interface.
+    test("an ARP probe (sender 0.0.0.0) reaches a neighbour only for the pod's own address, with its own MAC", async () => {
+      const a = attacker;
+      const probe = (src: string, sha: string, tpa: string, dst = BCAST) =>
+        `Ether(src='${src}', dst='${dst}')/ARP(op=1, hwsrc='${sha}', psrc='0.0.0.0', pdst='${tpa}')`;
+      const cap = await capture(neighbour.ns, 'eth0', 'arp');
       const before = await drops('ARP_SPOOF_GUARD');
-      const foreign = await probe(['-s', '02:00:00:00:be:ef', '-p']);
-      assert.notEqual(foreign.code, 0, `no answer to a probe with a foreign MAC: ${foreign.stdout}`);
-      await counted('ARP_SPOOF_GUARD', before, 1);
+      let lines: string[] = [];
+      try {
+        await scapy.send(probe(a.mac, a.mac, neighbour.v4), 2);
+        await scapy.send(probe(a.mac, a.mac, neighbour.v4, neighbour.mac), 2);
+        await scapy.send(probe(a.mac, a.mac, third.v4), 2);
+        await scapy.send(probe(FOREIGN_MAC, FOREIGN_MAC, a.v4), 2);
+        await scapy.send(probe(a.mac, FOREIGN_MAC, a.v4), 2);
+        await scapy.send(probe(FOREIGN_MAC, a.mac, a.v4), 2);
+        // The genuine probe, last: for the attacker's own address, with its own MAC.
+        await scapy.send(probe(a.mac, a.mac, a.v4), 1);
+      } finally {
+        lines = await cap.stop();
+      }
+      const heard = (ip: string) =>
+        lines.filter((l) =>
+          new RegExp(`who-has ${ip.replaceAll('.', '\\.')}[ ,].*tell 0\\.0\\.0\\.0`).test(l),
+        );
+      assert.equal(
+        heard(a.v4).filter((l) => !l.includes(FOREIGN_MAC)).length,
+        1,
+        `the genuine probe reached the neighbour:\n${lines.join('\n')}`,
+      );
+      assert.deepEqual(heard(neighbour.v4), [], "probes for the neighbour's own address it received");
+      assert.deepEqual(heard(third.v4), [], "probes for the third pod's address the neighbour received");
+      assert.deepEqual(
+        lines.filter((l) => l.includes(FOREIGN_MAC)),
+        [],
+        'probes with a foreign MAC the neighbour received',
+      );
+      await counted('ARP_SPOOF_GUARD', before, 12);
+      // arping's probe for the neighbour's address: the neighbour answered it before this guard.
+      const asked = await run('ip', [
+        'netns',
+        'exec',
+        a.ns,
+        'arping',
+        '-0',
+        '-c',
+        '2',
+        '-w',
+        '2',
+        '-i',
+        'eth0',
+        neighbour.v4,
+      ]);
+      assert.notEqual(asked.code, 0, `the neighbour answered a probe for its address: ${asked.stdout}`);
     });
 
     // Linux bridge: the bridge learns a link-local frame's source outside every nftables hook. A pod's

@@ -14,7 +14,8 @@
  *                source); only pool pods (in underlay_pods) share the underlay's L2
  *   guard        802.1Q/802.1ad tag: drop (CLASSIFIER); ARP -> arp_guard; IPv4 -> ip4_guard;
  *                IPv6 -> ip6_guard; any other ethertype: drop (CLASSIFIER)
- *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
+ *   arp_guard    a probe (sender IP 0.0.0.0) whose target is not an own IPv4: drop (ARP_SPOOF_GUARD);
+ *                (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
  *                else drop (ARP_SPOOF_GUARD)
  *   ip4_guard    DHCP to a client (UDP to 68, any source port): drop (CLASSIFIER); (iifname, ether
  *                src, IPv4 src): accept; else drop (IP_SPOOF_GUARD)
@@ -102,6 +103,10 @@ const CHAINS: Record<string, string[]> = {
     'counter name CLASSIFIER drop',
   ],
   arp_guard: [
+    // A probe (RFC 5227: sender IP 0.0.0.0) names the address it asks about as target: a host that runs
+    // conflict detection on that address (a DHCP client, systemd-networkd) gives it up when it hears
+    // one. A pod probes only its own addresses (decision 34); the accept below checks the MACs.
+    'arp saddr ip 0.0.0.0 meta iifname . ether saddr . arp daddr ip != @pod_ip4 counter name ARP_SPOOF_GUARD drop',
     'arp htype 1 arp ptype ip arp hlen 6 arp plen 4 meta iifname . ether saddr . arp saddr ether . arp saddr ip @pod_arp accept',
     'counter name ARP_SPOOF_GUARD drop',
   ],
