@@ -433,6 +433,20 @@ const MUTATIONS = [
     tests: ['test/datapath/spoofing-ovs.test.js'],
   },
   {
+    id: 'egress-invalid-passes',
+    what: "both datapaths: a pod's packets conntrack finds invalid (SYN+FIN, a stray ICMP error) leave for the underlay unmasqueraded",
+    edits: [
+      [
+        'src/datapath/egress-masquerade.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'ct state invalid ${f.match}',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'ct state untracked ${f.match}',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/datapath/spoofing-ovs.test.js'],
+  },
+  {
     id: 'host-veth-input-off',
     what: "both datapaths: a pod's datagram from 0.0.0.0 to a link-local group or broadcast MAC reaches the node's sockets on its host veth",
     edits: [

@@ -35,6 +35,7 @@ import {
   type SpoofingBed,
   snmp,
 } from './spoofing-bed.js';
+import { invalidEgressTests } from './spoofing-egress.js';
 import { neighbourDiscoveryGuardTests } from './spoofing-nd.js';
 
 const METRICS_PORT = 9417;
@@ -332,6 +333,7 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
     });
 
     neighbourDiscoveryGuardTests(bed);
+    invalidEgressTests(bed);
 
     // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop` (with that rule gone, the guard
     // chain's last rule, `counter name CLASSIFIER drop`, still drops a tagged frame: the test fails only
