@@ -95,9 +95,11 @@ export function egressMasqueradeScript(sets: MasqueradeSets): string {
   }
   lines.push('  }', '  chain forward {', '    type filter hook forward priority filter; policy accept;');
   for (const f of FAMILIES) {
-    // Untracked packets (a `notrack` rule of someone else's) stay out of this: they are not invalid.
+    // Routed packets only (pkttype host: sent to the node's MAC, as IP forwarding requires). With
+    // bridge netfilter the frames the bridge forwards between pods pass this hook too; they never
+    // leave by the node's routing, so they are not this rule's.
     lines.push(
-      `    ct state invalid ${f.match} saddr @pods_${f.name} ${f.match} daddr != @keep_${f.name} counter drop comment "${f.name}"`,
+      `    meta pkttype host ct state invalid ${f.match} saddr @pods_${f.name} ${f.match} daddr != @keep_${f.name} counter drop comment "${f.name}"`,
     );
   }
   lines.push('  }', '}', '');

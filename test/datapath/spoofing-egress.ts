@@ -23,7 +23,7 @@ function from(lines: string[], ip: string): string[] {
 }
 
 export function invalidEgressTests(bed: SpoofingBed): void {
-  // Depends on src/datapath/egress-masquerade.ts, chain `forward`: `ct state invalid ip saddr
+  // Depends on src/datapath/egress-masquerade.ts, chain `forward`: `meta pkttype host ct state invalid ip saddr
   // @pods_ipv4 ip daddr != @keep_ipv4 counter drop` and its ip6 twin (decision 34). NAT acts on
   // connections only: a packet conntrack finds invalid gets no masquerade.
   test("a pod's packets that conntrack finds invalid (SYN+FIN, a stray ICMP error) never leave with the pod's address", async () => {
