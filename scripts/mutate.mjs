@@ -441,7 +441,7 @@ const MUTATIONS = [
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
         'ct state invalid ${f.match}',
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
-        'ct state untracked ${f.match}',
+        'ct state invalid ct state new ${f.match}',
       ],
     ],
     tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/datapath/spoofing-ovs.test.js'],

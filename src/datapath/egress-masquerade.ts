@@ -95,9 +95,9 @@ export function egressMasqueradeScript(sets: MasqueradeSets): string {
   }
   lines.push('  }', '  chain forward {', '    type filter hook forward priority filter; policy accept;');
   for (const f of FAMILIES) {
-    // Routed packets only (pkttype host: sent to the node's MAC, as IP forwarding requires). With
-    // bridge netfilter the frames the bridge forwards between pods pass this hook too; they never
-    // leave by the node's routing, so they are not this rule's.
+    // pkttype host: what the node routes (IP forwarding takes nothing else). With bridge netfilter the
+    // Linux bridge's frames between pods pass this hook too, their unicast marked host for it; their
+    // multicast and broadcast stay out, and their unicast goes to kept destinations.
     lines.push(
       `    meta pkttype host ct state invalid ${f.match} saddr @pods_${f.name} ${f.match} daddr != @keep_${f.name} counter drop comment "${f.name}"`,
     );
