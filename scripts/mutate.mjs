@@ -379,16 +379,8 @@ const MUTATIONS = [
     id: 'lb-dhcp-server-passes',
     what: "Linux bridge: a pod's DHCP and DHCPv6 server messages reach clients (a pod configures the underlay's hosts in bridging mode)",
     edits: [
-      [
-        'src/datapath/linux-bridge/pod-guard.js',
-        "'udp sport 67 udp dport 68 counter name CLASSIFIER drop',",
-        '',
-      ],
-      [
-        'src/datapath/linux-bridge/pod-guard.js',
-        "'udp sport 547 udp dport 546 counter name CLASSIFIER drop',",
-        '',
-      ],
+      ['src/datapath/linux-bridge/pod-guard.js', "'udp dport 68 counter name CLASSIFIER drop',", ''],
+      ['src/datapath/linux-bridge/pod-guard.js', "'udp dport 546 counter name CLASSIFIER drop',", ''],
     ],
     tests: ['test/datapath/spoofing-linux-bridge.test.js'],
   },
@@ -396,14 +388,76 @@ const MUTATIONS = [
     id: 'ovs-dhcp-server-passes',
     what: "OVS: a pod's DHCP and DHCPv6 server messages reach clients (a pod configures the underlay's hosts in bridging mode)",
     edits: [
-      ['src/datapath/ovs/pipeline.js', "flow(c, T.CLASSIFIER, 220, 'udp,tp_src=67,tp_dst=68', 'drop'),", ''],
+      ['src/datapath/ovs/pipeline.js', "flow(c, T.CLASSIFIER, 220, 'udp,tp_dst=68', 'drop'),", ''],
+      ['src/datapath/ovs/pipeline.js', "flow(c, T.CLASSIFIER, 220, 'udp6,tp_dst=546', 'drop'),", ''],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'lb-dhcp-server-sport-only',
+    what: 'Linux bridge: the DHCP(v6) server guard matches the source port too (a pod answers from 1067 to 68)',
+    edits: [
       [
-        'src/datapath/ovs/pipeline.js',
-        "flow(c, T.CLASSIFIER, 220, 'udp6,tp_src=547,tp_dst=546', 'drop'),",
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'udp dport 68 counter",
+        "'udp sport 67 udp dport 68 counter",
+      ],
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'udp dport 546 counter",
+        "'udp sport 547 udp dport 546 counter",
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-dhcp-server-sport-only',
+    what: 'OVS: the DHCP(v6) server drop flows match the source port too (a pod answers from 1067 to 68)',
+    edits: [
+      ['src/datapath/ovs/pipeline.js', "'udp,tp_dst=68'", "'udp,tp_src=67,tp_dst=68'"],
+      ['src/datapath/ovs/pipeline.js', "'udp6,tp_dst=546'", "'udp6,tp_src=547,tp_dst=546'"],
+    ],
+    tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'lb-arp-probe-any-target',
+    what: "Linux bridge: a pod's ARP probe (sender 0.0.0.0) passes for any target (a neighbour's address)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/pod-guard.js',
+        "'arp saddr ip 0.0.0.0 meta iifname . ether saddr . arp daddr ip != @pod_ip4 counter name ARP_SPOOF_GUARD drop',",
         '',
       ],
     ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-arp-probe-any-target',
+    what: "OVS: a pod's ARP probe (sender 0.0.0.0) passes for any target (a neighbour's address)",
+    edits: [
+      [
+        'src/datapath/ovs/pipeline.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'arp_spa=0.0.0.0,arp_tpa=${ip},arp_sha=${mac}',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'arp_spa=0.0.0.0,arp_sha=${mac}',
+      ],
+    ],
     tests: ['test/datapath/spoofing-ovs.test.js'],
+  },
+  {
+    id: 'egress-invalid-passes',
+    what: "both datapaths: a pod's packets conntrack finds invalid (SYN+FIN, a stray ICMP error) leave for the underlay unmasqueraded",
+    edits: [
+      [
+        'src/datapath/egress-masquerade.js',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'ct state invalid ${f.match}',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of a template literal in the compiled file
+        'ct state invalid ct state new ${f.match}',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/datapath/spoofing-ovs.test.js'],
   },
   {
     id: 'host-veth-input-off',

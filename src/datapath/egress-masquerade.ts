@@ -11,7 +11,10 @@
  *   first packet of a connection, so its rule counters count connections;
  * - chain `count` (filter, after srcnat): the named counters `masq_ipv4`/`masq_ipv6` count every
  *   packet that leaves with the node's address, i.e. the original direction of connections whose
- *   original source is a pod of this node and whose real destination is not kept.
+ *   original source is a pod of this node and whose real destination is not kept;
+ * - chain `forward` (filter): a packet from a pod of this node to a destination that is not kept,
+ *   which conntrack finds invalid (a SYN+FIN, an ICMP error for no connection), is dropped: NAT acts
+ *   on connections only, so it would leave with the pod's own address (decision 34).
  *
  * Installed by replacing the whole table in one transaction (idempotent: a restart after a crash
  * leaves exactly one table), never per pod.
@@ -90,6 +93,15 @@ export function egressMasqueradeScript(sets: MasqueradeSets): string {
       `    ct direction original ct status snat ct original ${f.match} saddr @pods_${f.name} ct reply ${f.match} saddr != @keep_${f.name} counter name masq_${f.name}`,
     );
   }
+  lines.push('  }', '  chain forward {', '    type filter hook forward priority filter; policy accept;');
+  for (const f of FAMILIES) {
+    // pkttype host: what the node routes (IP forwarding takes nothing else). With bridge netfilter the
+    // Linux bridge's frames between pods pass this hook too, their unicast marked host for it; their
+    // multicast and broadcast stay out, and their unicast goes to kept destinations.
+    lines.push(
+      `    meta pkttype host ct state invalid ${f.match} saddr @pods_${f.name} ${f.match} daddr != @keep_${f.name} counter drop comment "${f.name}"`,
+    );
+  }
   lines.push('  }', '}', '');
   return lines.join('\n');
 }
@@ -129,7 +141,7 @@ export interface InstalledTable {
   keep: string[];
   /** The masqueraded sources of its sets (this node's pod CIDRs). */
   sources: string[];
-  /** Whether both families' masquerade and count rules are there. */
+  /** Whether both families' masquerade, count and invalid-drop rules are there. */
   complete: boolean;
   counters: MasqueradeCounters[];
 }
@@ -156,6 +168,7 @@ export async function readEgressTable(nft: Nft): Promise<InstalledTable | undefi
   }));
   let masqueradeRules = 0;
   let countRules = 0;
+  let invalidRules = 0;
   for (const item of items) {
     const set = item.set;
     const into = set?.name.startsWith('keep_') ? keep : set?.name.startsWith('pods_') ? sources : undefined;
@@ -180,11 +193,15 @@ export async function readEgressTable(nft: Nft): Promise<InstalledTable | undefi
       if (c && counted?.packets !== undefined) c.connections = counted.packets;
     }
     if (rule?.chain === 'count' && rule.expr.some((x) => 'counter' in x)) countRules++;
+    if (rule?.chain === 'forward' && rule.expr.some((x) => 'drop' in x)) invalidRules++;
   }
   return {
     keep,
     sources,
-    complete: masqueradeRules === FAMILIES.length && countRules === FAMILIES.length,
+    complete:
+      masqueradeRules === FAMILIES.length &&
+      countRules === FAMILIES.length &&
+      invalidRules === FAMILIES.length,
     counters,
   };
 }

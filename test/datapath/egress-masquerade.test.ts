@@ -84,6 +84,10 @@ describe('egress masquerade table in a namespace', () => {
     assert.equal(handlesAfter, handlesBefore, 'a kept-set change leaves the rules (and their handles) alone');
 
     assert.equal(await masq.ensure(), false, 'nothing to do when the table is complete');
+    // The drop of pods' invalid packets (decision 34) is part of a complete table.
+    await must('ip', ['netns', 'exec', ns, 'nft', 'flush', 'chain', 'inet', EGRESS_NAT_TABLE, 'forward']);
+    assert.equal(await masq.ensure(), true, 'a flushed forward chain is put back');
+    assert.ok((await readEgressTable(nft))?.complete);
     await must('ip', ['netns', 'exec', ns, 'nft', 'delete', 'table', 'inet', EGRESS_NAT_TABLE]);
     assert.equal(await readEgressTable(nft), undefined);
     assert.equal(await masq.ensure(), true);

@@ -19,6 +19,7 @@ import { ipJson, must, run } from '../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps, TestNode } from '../../bed/node.js';
 import { OVS_DATAPATH } from '../../bed/ovs.js';
+import { capture } from '../../bed/tcpdump.js';
 import { udpListener } from '../../bed/udp-listener.js';
 import { eui64LinkLocal } from '../../src/base/mac.js';
 import { podMacOf } from './ovs/ovs-node.js';
@@ -34,6 +35,7 @@ import {
   type SpoofingBed,
   snmp,
 } from './spoofing-bed.js';
+import { invalidEgressTests } from './spoofing-egress.js';
 import { neighbourDiscoveryGuardTests } from './spoofing-nd.js';
 
 const METRICS_PORT = 9417;
@@ -297,33 +299,41 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
 
     // DHCP snooping's rule: a client port sends no server messages. A pod that answers DHCP (an offer
     // naming itself as router and DNS server) would configure the underlay's hosts in bridging mode
-    // (found in a security review with busybox udhcpd in a pod). Linux bridge: ip4_guard's `udp sport
-    // 67 udp dport 68 counter name CLASSIFIER drop` and ip6_guard's `udp sport 547 udp dport 546 ...`
-    // (pod-guard.ts CHAINS). OVS: table 0's `udp,tp_src=67,tp_dst=68` and `udp6,tp_src=547,tp_dst=546`
-    // drop flows (pipeline.ts pipelineFlows). Decision 29.
-    test("a DHCP or DHCPv6 server's message from a pod never reaches a client", async () => {
+    // (found in a security review with busybox udhcpd in a pod). Clients check only the destination
+    // port, so the source port is the sender's choice: a review answered from 1067 (decision 34).
+    // Linux bridge: ip4_guard's `udp dport 68 counter name CLASSIFIER drop` and ip6_guard's `udp dport
+    // 546 ...` (pod-guard.ts CHAINS). OVS: table 0's `udp,tp_dst=68` and `udp6,tp_dst=546` drop flows
+    // (pipeline.ts pipelineFlows). Decisions 29, 34.
+    test("a DHCP or DHCPv6 server's message from a pod never reaches a client, whatever its source port", async () => {
       const a = attacker;
       // Long enough for the sends below, also in the emulated guest.
       const seconds = patient(4000) / 1000;
-      const v4 = await udpListener(third.ns, 4, 68, seconds);
-      const v6 = await udpListener(third.ns, 6, 546, seconds);
+      const client4 = await udpListener(third.ns, 4, 68, seconds);
+      const client6 = await udpListener(third.ns, 6, 546, seconds);
+      // The third pod's server ports: what a client sends there must arrive (pods stay DHCP clients).
+      const server4 = await udpListener(third.ns, 4, 67, seconds);
+      const server6 = await udpListener(third.ns, 6, 547, seconds);
       const before = await drops('CLASSIFIER');
-      const offer = (sport: number, payload: string) =>
-        `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=68)/Raw(b'${payload}')`;
-      const reply = (sport: number, payload: string) =>
-        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.ll}', dst='${third.ll}')/UDP(sport=${sport}, dport=546)/Raw(b'${payload}')`;
-      await scapy.send(offer(67, 'offer'), 3);
-      await scapy.send(reply(547, 'reply'), 3);
-      // The same from other source ports: they must arrive.
-      await scapy.send(offer(1067, 'genuine'), 1);
-      await scapy.send(reply(1547, 'genuine'), 1);
-      const payloads = async (l: typeof v4) => (await l.heard).map((h) => h.payload);
-      assert.deepEqual(await payloads(v4), ['genuine'], 'what the DHCP client port heard');
-      assert.deepEqual(await payloads(v6), ['genuine'], 'what the DHCPv6 client port heard');
-      await counted('CLASSIFIER', before, 6);
+      const v4 = (sport: number, dport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${BCAST}')/IP(src='${a.v4}', dst='255.255.255.255')/UDP(sport=${sport}, dport=${dport})/Raw(b'${payload}')`;
+      // To the third pod's IPAM address: its link-local may still be tentative when this test runs first.
+      const v6 = (sport: number, dport: number, payload: string) =>
+        `Ether(src='${a.mac}', dst='${third.mac}')/IPv6(src='${a.ll}', dst='${third.v6}')/UDP(sport=${sport}, dport=${dport})/Raw(b'${payload}')`;
+      for (const sport of [67, 1067, 40000]) await scapy.send(v4(sport, 68, `offer-${sport}`), 2);
+      for (const sport of [547, 1547, 40000]) await scapy.send(v6(sport, 546, `reply-${sport}`), 2);
+      // A client's messages, after the forged ones: they must arrive.
+      await scapy.send(v4(68, 67, 'discover'), 1);
+      await scapy.send(v6(546, 547, 'solicit'), 1);
+      const payloads = async (l: typeof client4) => (await l.heard).map((h) => h.payload);
+      assert.deepEqual(await payloads(server4), ['discover'], 'what the DHCP server port heard');
+      assert.deepEqual(await payloads(server6), ['solicit'], 'what the DHCPv6 server port heard');
+      assert.deepEqual(await payloads(client4), [], 'what the DHCP client port heard');
+      assert.deepEqual(await payloads(client6), [], 'what the DHCPv6 client port heard');
+      await counted('CLASSIFIER', before, 12);
     });
 
     neighbourDiscoveryGuardTests(bed);
+    invalidEgressTests(bed);
 
     // Linux bridge: guard's `ether type { 8021q, 8021ad } ... drop` (with that rule gone, the guard
     // chain's last rule, `counter name CLASSIFIER drop`, still drops a tagged frame: the test fails only
@@ -346,32 +356,65 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
       assert.equal(extra, 0, 'tagged echoes the victim received');
     });
 
-    // Linux bridge: `pod_arp` holds (port, MAC, MAC, 0.0.0.0) for every IPv4 pod (pod-guard.ts).
-    // OVS: the pod's `arp_spa=0.0.0.0` flow in table 10 (pipeline.ts podFlows); without it the probe
-    // meets the table's drop and no answer comes back.
-    test("an ARP probe (sender 0.0.0.0) with the pod's own MAC is answered; with a foreign MAC it is not", async () => {
-      const probe = (extra: string[]) =>
-        run('ip', [
-          'netns',
-          'exec',
-          attacker.ns,
-          'arping',
-          '-0',
-          '-c',
-          '2',
-          '-w',
-          '2',
-          '-i',
-          'eth0',
-          ...extra,
-          neighbour.v4,
-        ]);
-      const own = await probe([]);
-      assert.equal(own.code, 0, `the neighbour answered the probe: ${own.stdout}${own.stderr}`);
+    // An ARP probe (RFC 5227: sender IP 0.0.0.0) names the address it asks about as target; a host that
+    // runs conflict detection on that address gives it up when it hears one, and Linux answers it for
+    // an address it holds. A pod may probe its own addresses only, with its own MAC (decision 34).
+    // Linux bridge: arp_guard's `arp saddr ip 0.0.0.0 ... arp daddr ip != @pod_ip4 ... drop` (target),
+    // and `pod_arp`'s (port, MAC, MAC, 0.0.0.0) elements (pod-guard.ts podGuardKeys; the MACs). OVS:
+    // the pod's `arp_spa=0.0.0.0,arp_tpa=<own>` flow in table 10 (pipeline.ts podFlows). The victim is
+    // the neighbour pod, which holds the address probed for: a capture on its interface.
+    test("an ARP probe (sender 0.0.0.0) reaches a neighbour only for the pod's own address, with its own MAC", async () => {
+      const a = attacker;
+      const probe = (src: string, sha: string, tpa: string, dst = BCAST) =>
+        `Ether(src='${src}', dst='${dst}')/ARP(op=1, hwsrc='${sha}', psrc='0.0.0.0', pdst='${tpa}')`;
+      const cap = await capture(neighbour.ns, 'eth0', 'arp');
       const before = await drops('ARP_SPOOF_GUARD');
-      const foreign = await probe(['-s', '02:00:00:00:be:ef', '-p']);
-      assert.notEqual(foreign.code, 0, `no answer to a probe with a foreign MAC: ${foreign.stdout}`);
-      await counted('ARP_SPOOF_GUARD', before, 1);
+      let lines: string[] = [];
+      try {
+        await scapy.send(probe(a.mac, a.mac, neighbour.v4), 2);
+        await scapy.send(probe(a.mac, a.mac, neighbour.v4, neighbour.mac), 2);
+        await scapy.send(probe(a.mac, a.mac, third.v4), 2);
+        await scapy.send(probe(FOREIGN_MAC, FOREIGN_MAC, a.v4), 2);
+        await scapy.send(probe(a.mac, FOREIGN_MAC, a.v4), 2);
+        await scapy.send(probe(FOREIGN_MAC, a.mac, a.v4), 2);
+        // The genuine probe, last: for the attacker's own address, with its own MAC.
+        await scapy.send(probe(a.mac, a.mac, a.v4), 1);
+      } finally {
+        lines = await cap.stop();
+      }
+      const heard = (ip: string) =>
+        lines.filter((l) =>
+          new RegExp(`who-has ${ip.replaceAll('.', '\\.')}[ ,].*tell 0\\.0\\.0\\.0`).test(l),
+        );
+      assert.equal(
+        heard(a.v4).filter((l) => !l.includes(FOREIGN_MAC)).length,
+        1,
+        `the genuine probe reached the neighbour:\n${lines.join('\n')}`,
+      );
+      assert.deepEqual(heard(neighbour.v4), [], "probes for the neighbour's own address it received");
+      assert.deepEqual(heard(third.v4), [], "probes for the third pod's address the neighbour received");
+      assert.deepEqual(
+        lines.filter((l) => l.includes(FOREIGN_MAC)),
+        [],
+        'probes with a foreign MAC the neighbour received',
+      );
+      await counted('ARP_SPOOF_GUARD', before, 12);
+      // arping's probe for the neighbour's address: the neighbour answered it before this guard.
+      const asked = await run('ip', [
+        'netns',
+        'exec',
+        a.ns,
+        'arping',
+        '-0',
+        '-c',
+        '2',
+        '-w',
+        '2',
+        '-i',
+        'eth0',
+        neighbour.v4,
+      ]);
+      assert.notEqual(asked.code, 0, `the neighbour answered a probe for its address: ${asked.stdout}`);
     });
 
     // Linux bridge: the bridge learns a link-local frame's source outside every nftables hook. A pod's

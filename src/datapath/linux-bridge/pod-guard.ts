@@ -14,11 +14,12 @@
  *                source); only pool pods (in underlay_pods) share the underlay's L2
  *   guard        802.1Q/802.1ad tag: drop (CLASSIFIER); ARP -> arp_guard; IPv4 -> ip4_guard;
  *                IPv6 -> ip6_guard; any other ethertype: drop (CLASSIFIER)
- *   arp_guard    (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
+ *   arp_guard    a probe (sender IP 0.0.0.0) whose target is not an own IPv4: drop (ARP_SPOOF_GUARD);
+ *                (iifname, ether src, ARP sender MAC, sender IP = own IPv4 or 0.0.0.0): accept;
  *                else drop (ARP_SPOOF_GUARD)
- *   ip4_guard    DHCP server to client (UDP 67 -> 68): drop (CLASSIFIER); (iifname, ether src, IPv4
- *                src): accept; else drop (IP_SPOOF_GUARD)
- *   ip6_guard    RS, RA, redirect, DHCPv6 server to client (UDP 547 -> 546): drop (CLASSIFIER);
+ *   ip4_guard    DHCP to a client (UDP to 68, any source port): drop (CLASSIFIER); (iifname, ether
+ *                src, IPv4 src): accept; else drop (IP_SPOOF_GUARD)
+ *   ip6_guard    RS, RA, redirect, DHCPv6 to a client (UDP to 546, any source port): drop (CLASSIFIER);
  *                NA -> na_guard, NS -> ns_guard, then (iifname, ether src, IPv6 src = own address or
  *                EUI-64 link-local; `::` for ICMPv6 only): accept; else drop (IP_SPOOF_GUARD)
  *   na_guard     target = own address or link-local, with own MAC as TLL option or no option: on to
@@ -102,13 +103,18 @@ const CHAINS: Record<string, string[]> = {
     'counter name CLASSIFIER drop',
   ],
   arp_guard: [
+    // A probe (RFC 5227: sender IP 0.0.0.0) names the address it asks about as target: a host that runs
+    // conflict detection on that address (a DHCP client, systemd-networkd) gives it up when it hears
+    // one. A pod probes only its own addresses (decision 34); the accept below checks the MACs.
+    'arp saddr ip 0.0.0.0 meta iifname . ether saddr . arp daddr ip != @pod_ip4 counter name ARP_SPOOF_GUARD drop',
     'arp htype 1 arp ptype ip arp hlen 6 arp plen 4 meta iifname . ether saddr . arp saddr ether . arp saddr ip @pod_arp accept',
     'counter name ARP_SPOOF_GUARD drop',
   ],
   ip4_guard: [
     // Pods are clients: a DHCP server's message from one (an offer naming itself as router and DNS
-    // server) would configure the underlay's hosts in bridging mode (decision 29).
-    'udp sport 67 udp dport 68 counter name CLASSIFIER drop',
+    // server) would configure the underlay's hosts in bridging mode (decision 29). Whatever its source
+    // port: clients check only the destination port (decision 34).
+    'udp dport 68 counter name CLASSIFIER drop',
     'meta iifname . ether saddr . ip saddr @pod_ip4 accept',
     'counter name IP_SPOOF_GUARD drop',
   ],
@@ -117,8 +123,8 @@ const CHAINS: Record<string, string[]> = {
     // solicitation: the node, a router, would take its source link-layer option for the sender's
     // entry (ovs/pipeline.ts, table 0).
     'icmpv6 type { nd-router-solicit, nd-router-advert, nd-redirect } counter name CLASSIFIER drop',
-    // A DHCPv6 server's or relay's message to a client (decision 29).
-    'udp sport 547 udp dport 546 counter name CLASSIFIER drop',
+    // A DHCPv6 server's or relay's message to a client, from any source port (decisions 29, 34).
+    'udp dport 546 counter name CLASSIFIER drop',
     'icmpv6 type nd-neighbor-advert icmpv6 code 0 jump na_guard',
     'icmpv6 type nd-neighbor-solicit icmpv6 code 0 jump ns_guard',
     'meta iifname . ether saddr . ip6 saddr @pod_ip6 accept',

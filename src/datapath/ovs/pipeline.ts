@@ -5,9 +5,10 @@
  *
  *   0  CLASSIFIER       uplink (bridging mode) -> 50; a tag from any other port: drop; ARP -> 10; gateway
  *                       port (its own MAC) -> 50;
- *                       RS, RA, redirect, DHCP(v6) server to client: drop; NS/NA -> 30; IP/IPv6 -> 40; else drop
- *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod (own IPv4 or 0.0.0.0, a probe) and
- *                   of the gateway -> 20; else drop
+ *                       RS, RA, redirect, UDP to a DHCP(v6) client port (68, 546) from any port: drop;
+ *                       NS/NA -> 30; IP/IPv6 -> 40; else drop
+ *  10  ARP_SPOOF_GUARD  (in_port, dl_src, arp_sha, arp_spa) of each pod (own IPv4, or 0.0.0.0 with an own
+ *                   IPv4 as arp_tpa: a probe) and of the gateway -> 20; else drop
  *  20  ARP_RESPONDER    who-has GATEWAY_IP from an untagged pod: answered here, back out of its port; else -> 50
  *  30  ND_GUARD         NA (in_port, nd_target = own address, nd_tll = own MAC or none), NS (from an own
  *                       address with nd_sll = own MAC; from :: without, nd_target = own address: DAD)
@@ -174,9 +175,10 @@ export function pipelineFlows(gw: GatewayFlowsInput): string[] {
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=134', 'drop'),
     flow(c, T.CLASSIFIER, 220, 'icmp6,icmp_type=137', 'drop'),
     // Pods are clients: a DHCP or DHCPv6 server's message to a client from one would configure the
-    // underlay's hosts in bridging mode (decision 29).
-    flow(c, T.CLASSIFIER, 220, 'udp,tp_src=67,tp_dst=68', 'drop'),
-    flow(c, T.CLASSIFIER, 220, 'udp6,tp_src=547,tp_dst=546', 'drop'),
+    // underlay's hosts in bridging mode (decision 29). Whatever its source port: clients check only
+    // the destination port (decision 34).
+    flow(c, T.CLASSIFIER, 220, 'udp,tp_dst=68', 'drop'),
+    flow(c, T.CLASSIFIER, 220, 'udp6,tp_dst=546', 'drop'),
     flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=135,icmp_code=0', goto(T.ND_GUARD)),
     flow(c, T.CLASSIFIER, 210, 'icmp6,icmp_type=136,icmp_code=0', goto(T.ND_GUARD)),
     flow(c, T.CLASSIFIER, 200, 'ip', goto(T.IP_SPOOF_GUARD)),
@@ -395,10 +397,16 @@ export function podFlows(p: PodFlowsInput): string[] {
     out.push(f(T.IP_SPOOF_GUARD, `ipv6,${port},ipv6_src=${ll}`, pass));
     out.push(f(T.IP_SPOOF_GUARD, `icmp6,${port},ipv6_src=::`, pass));
   }
-  // An ARP probe (RFC 5227: sender IP 0.0.0.0) with the pod's own MAC, as the Linux bridge allows.
-  if (p.ips.some((ip) => !ip.includes(':'))) {
+  // An ARP probe (RFC 5227: sender IP 0.0.0.0) with the pod's own MAC, for one of its own addresses
+  // only: a host running conflict detection on an address gives it up when it hears a probe for it
+  // (decision 34). The Linux bridge allows the same.
+  for (const ip of p.ips.filter((ip) => !ip.includes(':'))) {
     out.push(
-      f(T.ARP_SPOOF_GUARD, `arp,${port},arp_spa=0.0.0.0,arp_sha=${mac}`, mark + goto(T.ARP_RESPONDER)),
+      f(
+        T.ARP_SPOOF_GUARD,
+        `arp,${port},arp_spa=0.0.0.0,arp_tpa=${ip},arp_sha=${mac}`,
+        mark + goto(T.ARP_RESPONDER),
+      ),
     );
   }
   // A plain pod takes nothing the uplink brought: the underlay reaches it only through the node.

@@ -11,7 +11,7 @@ import { PYTHON } from './traffic.js';
 
 const LOOP = `
 import sys, json
-from scapy.all import Ether, Dot1Q, ARP, IP, IPv6, ICMP, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA, ICMPv6ND_RS, ICMPv6ND_Redirect, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, ICMPv6NDOptPrefixInfo, UDP, Raw, sendp, conf
+from scapy.all import Ether, Dot1Q, ARP, IP, IPv6, ICMP, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA, ICMPv6ND_RS, ICMPv6ND_Redirect, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, ICMPv6NDOptPrefixInfo, ICMPv6DestUnreach, TCP, UDP, Raw, sendp, conf
 conf.verb = 0
 print('ready', flush=True)
 for line in sys.stdin:
