@@ -108,13 +108,13 @@ export const COMMANDS: Record<string, Command> = {
   },
   pods: {
     summary: 'a table of the pods on this node',
-    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID, interface, CNI network ('-': recorded before podwire kept it), addresses, MAC, host port, age.\n\n${COMMON}`,
+    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID (in full: \`podwire flows --pod\` takes it as printed),\ninterface, CNI network ('-': recorded before podwire kept it), addresses, MAC, the host end of the\npod's veth (HOST VETH, name#ifindex; not a Kubernetes hostPort), age.\n\n${COMMON}`,
     run: ask('pods', (r) =>
       table(
-        ['POD', 'CONTAINER', 'IFACE', 'NETWORK', 'ADDRESSES', 'MAC', 'HOST PORT', 'AGE'],
+        ['POD', 'CONTAINER', 'IFACE', 'NETWORK', 'ADDRESSES', 'MAC', 'HOST VETH', 'AGE'],
         (r as PodRow[]).map((p) => [
           p.pod ?? '-',
-          p.containerId.slice(0, 12),
+          p.containerId,
           p.ifname,
           p.network ?? '-',
           p.addresses.join(','),
