@@ -8,6 +8,11 @@ export interface Command {
   summary: string;
   help: string;
   run(args: CliArgs, out: (s: string) => void): Promise<number>;
+  /**
+   * The exit status when the command fails; default 1. A command whose status 1 means a finding (the
+   * ARP audit's violations) fails with another, so a script can tell a finding from a failure.
+   */
+  errorStatus?: number;
 }
 
 const COMMON = `options:

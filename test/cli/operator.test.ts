@@ -1,0 +1,152 @@
+/**
+ * What an operator meets on a first day with the CLI and the agent's ports (issue 29), each asserted
+ * on its message or exit status: `arp audit` tells a violation (1) from an error (2) and names a pod
+ * the runtime gave no Kubernetes name by its container ID.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { must, type Run, run } from '../../bed/exec.js';
+import { netnsPath } from '../../bed/namespaces.js';
+import { ROOT, TestNode } from '../../bed/node.js';
+import { hostVethName } from '../../src/agent/cni/host-veth.js';
+import { gratuitousArp } from '../../src/arp/arp-frame.js';
+import type { AuditReport } from '../../src/arp/audit.js';
+import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
+import { PacketSocket } from '../../src/kernel/packet-socket.js';
+
+const CLI = `${ROOT}/bin/podwire`;
+const V4 = '10.244.31.0/24';
+const V6 = 'fd00:10:244:31::/64';
+/** A container ID as runtimes make them; ADDed without K8S_POD_* arguments. */
+const CONTAINER_ID = '29a0d17c0123456789abcdef0123456789abcdef0123456789abcdef01234567';
+const FORGED_MAC = '02:de:ad:be:ef:29';
+
+const node = new TestNode({ podCIDRs: [V4, V6] });
+let pod = '';
+let podV4 = '';
+let gatewayV4 = '';
+before(async () => {
+  await node.setup();
+  pod = await node.addPod('op');
+  const add = await node.cni({ command: 'ADD', containerId: CONTAINER_ID, netns: pod });
+  assert.equal(add.code, 0, add.stdout);
+  const ip = (add.json as { ips: Array<{ address: string; gateway: string }> }).ips.find((i) =>
+    i.address.startsWith('10.'),
+  );
+  podV4 = ip?.address.split('/')[0] as string;
+  gatewayV4 = ip?.gateway as string;
+});
+after(() => node.cleanup());
+
+/** `podwire arp audit` on the node's bridge, in the node's namespace; `ready` once it captures. */
+function startAudit(args: string[]): { ready: Promise<void>; done: Promise<Run> } {
+  const child = spawn('ip', [
+    'netns',
+    'exec',
+    node.nodeNs,
+    CLI,
+    'arp',
+    'audit',
+    ...args,
+    '--config',
+    node.configPath,
+  ]);
+  let stdout = '';
+  let stderr = '';
+  let signalReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    signalReady = resolve;
+  });
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+    if (stderr.includes('capturing on')) signalReady();
+  });
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (code) => {
+      signalReady();
+      resolve({ code: code ?? -1, stdout, stderr });
+    }),
+  );
+  return { ready, done };
+}
+
+/** The pod ARPs for its gateway: a claim of its own address with its own MAC. */
+async function podArps(): Promise<void> {
+  await must('ip', ['-n', pod, 'neigh', 'flush', 'dev', 'eth0']);
+  await must('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '1', gatewayV4]);
+}
+
+describe('podwire arp audit: exit status and names', () => {
+  test('a clean capture: exit 0; a pod without Kubernetes arguments is known by its container ID', async () => {
+    const running = startAudit(['--interface', node.options.bridge, '--seconds', '1.5']);
+    await running.ready;
+    await podArps();
+    const r = await running.done;
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(
+      r.stdout,
+      new RegExp(`^ARP +${podV4.replaceAll('.', '\\.')} +\\S+ +- +\\d+ +ok +pod ${CONTAINER_ID} \\(`, 'm'),
+    );
+    assert.doesNotMatch(r.stdout, /\["/);
+  });
+
+  test('a violation: exit 1', async () => {
+    // On the pod's host veth: the capture sees what the pod sends before the bridge's guard drops it.
+    const hostVeth = hostVethName(CONTAINER_ID, 'eth0');
+    const running = startAudit(['--interface', hostVeth, '--seconds', '1.5', '--json']);
+    await running.ready;
+    {
+      // The pod claims its own address with another MAC.
+      const [eth0] = JSON.parse(await must('ip', ['-n', pod, '-j', 'link', 'show', 'eth0'])) as Array<{
+        ifindex: number;
+      }>;
+      using home = NetnsHandle.current();
+      using ns = NetnsHandle.open(netnsPath(pod));
+      using sock = inNetns(ns, home, () => PacketSocket.open(eth0?.ifindex ?? 0));
+      sock.send(gratuitousArp(FORGED_MAC, podV4));
+    }
+    const r = await running.done;
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    const report = JSON.parse(r.stdout) as AuditReport;
+    assert.equal(report.violations[0]?.verdict, 'WRONG-MAC', r.stdout);
+    assert.equal(report.violations[0]?.expected?.owner, `pod ${CONTAINER_ID}`);
+  });
+
+  test('an audit that cannot run: exit 2, not the 1 of a violation', async () => {
+    const noInterface = await run('ip', [
+      'netns',
+      'exec',
+      node.nodeNs,
+      CLI,
+      'arp',
+      'audit',
+      '--interface',
+      'nope0',
+      '--config',
+      node.configPath,
+    ]);
+    assert.equal(noInterface.code, 2, noInterface.stderr);
+    assert.match(noInterface.stderr, /--interface: no interface nope0 in this namespace/);
+    const noAgent = await run('ip', [
+      'netns',
+      'exec',
+      node.nodeNs,
+      CLI,
+      'arp',
+      'audit',
+      '--interface',
+      'lo',
+      '--socket',
+      `${node.dir}/nothing.sock`,
+    ]);
+    assert.equal(noAgent.code, 2, noAgent.stderr);
+    assert.match(noAgent.stderr, /the podwire agent is not running/);
+    const badSeconds = await run(CLI, ['arp', 'audit', '--interface', 'lo', '--seconds', 'x']);
+    assert.equal(badSeconds.code, 2, badSeconds.stderr);
+    assert.match(badSeconds.stderr, /--seconds: "x" must be a number/);
+  });
+});
