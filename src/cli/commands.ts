@@ -132,7 +132,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   ipam: {
     summary: 'address usage per pod CIDR',
-    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted), and below the table\nevery claim the store cannot read (a torn or foreign file): its address stays taken and no reconcile\nor GC releases it; once no pod uses that address, remove the file named and run \`podwire gc\`.\n\n${COMMON}`,
+    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted), and below the table\nevery claim the store cannot read (a torn or foreign file): its address stays taken and no reconcile\nor GC releases it; once no pod uses that address, remove the file named and run \`podwire gc\`.\nWith --json, \`size\` and \`used\` are decimal strings: an IPv6 range's size is past what a JSON\nnumber holds exactly.\n\n${COMMON}`,
     run: ask('ipam', (r) => {
       const rows = r as IpamRow[];
       const unreadable = rows.flatMap((u) =>
@@ -145,9 +145,9 @@ export const COMMANDS: Record<string, Command> = {
           ['RANGE', 'USED', 'SIZE', 'USE', 'UNREADABLE'],
           rows.map((u) => [
             u.range,
-            String(u.used),
+            u.used,
             u.size,
-            `${((100 * u.used) / Number(u.size)).toFixed(1)}%`,
+            `${((100 * Number(u.used)) / Number(u.size)).toFixed(1)}%`,
             String((u.unreadable ?? []).length),
           ]),
         ) + unreadable.join('')

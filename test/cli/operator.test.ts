@@ -1,28 +1,35 @@
 /**
  * What an operator meets on a first day with the CLI and the agent's ports (issue 29), each asserted
  * on its message or exit status: `arp audit` tells a violation (1) from an error (2) and names a pod
- * the runtime gave no Kubernetes name by its container ID.
+ * the runtime gave no Kubernetes name by its container ID; `ipam --json` gives sizes and counts as
+ * one type, and metrics print the same exact IPv6 range size.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { must, type Run, run } from '../../bed/exec.js';
+import { scrapeMetrics } from '../../bed/metrics.js';
 import { netnsPath } from '../../bed/namespaces.js';
 import { ROOT, TestNode } from '../../bed/node.js';
 import { hostVethName } from '../../src/agent/cni/host-veth.js';
+import type { IpamRow } from '../../src/agent/ops/control-methods.js';
 import { gratuitousArp } from '../../src/arp/arp-frame.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { PacketSocket } from '../../src/kernel/packet-socket.js';
 
 const CLI = `${ROOT}/bin/podwire`;
+const METRICS_PORT = 19129;
 const V4 = '10.244.31.0/24';
 const V6 = 'fd00:10:244:31::/64';
 /** A container ID as runtimes make them; ADDed without K8S_POD_* arguments. */
 const CONTAINER_ID = '29a0d17c0123456789abcdef0123456789abcdef0123456789abcdef01234567';
 const FORGED_MAC = '02:de:ad:be:ef:29';
 
-const node = new TestNode({ podCIDRs: [V4, V6] });
+const node = new TestNode({
+  podCIDRs: [V4, V6],
+  config: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
+});
 let pod = '';
 let podV4 = '';
 let gatewayV4 = '';
@@ -38,6 +45,8 @@ before(async () => {
   gatewayV4 = ip?.gateway as string;
 });
 after(() => node.cleanup());
+
+const cli = (...args: string[]) => run(CLI, [...args, '--config', node.configPath]);
 
 /** `podwire arp audit` on the node's bridge, in the node's namespace; `ready` once it captures. */
 function startAudit(args: string[]): { ready: Promise<void>; done: Promise<Run> } {
@@ -148,5 +157,27 @@ describe('podwire arp audit: exit status and names', () => {
     const badSeconds = await run(CLI, ['arp', 'audit', '--interface', 'lo', '--seconds', 'x']);
     assert.equal(badSeconds.code, 2, badSeconds.stderr);
     assert.match(badSeconds.stderr, /--seconds: "x" must be a number/);
+  });
+});
+
+describe('ipam and metrics agree', () => {
+  test('`ipam --json`: sizes and counts are decimal strings, the IPv6 /64 exact', async () => {
+    const r = await cli('ipam', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const rows = JSON.parse(r.stdout) as IpamRow[];
+    assert.deepEqual(
+      rows.map((u) => [u.range, u.used, u.size]),
+      [
+        [V4, '1', '253'],
+        [V6, '1', '18446744073709551614'],
+      ],
+    );
+    assert.match((await cli('ipam')).stdout, /fd00:10:244:31::\/64 +1 +18446744073709551614 +0\.0%/);
+  });
+
+  test('metrics print the same exact size, not a float rounded to 18446744073709552000', async () => {
+    const text = await scrapeMetrics(node.nodeNs, METRICS_PORT);
+    assert.match(text, /^podwire_ipam_addresses_size\{range="fd00:10:244:31::\/64"\} 18446744073709551614$/m);
+    assert.match(text, /^podwire_ipam_addresses_size\{range="10\.244\.31\.0\/24"\} 253$/m);
   });
 });
