@@ -2,7 +2,8 @@
  * What an operator meets on a first day with the CLI and the agent's ports (issue 29), each asserted
  * on its message or exit status: `arp audit` tells a violation (1) from an error (2) and names a pod
  * the runtime gave no Kubernetes name by its container ID; `ipam --json` gives sizes and counts as
- * one type, and metrics print the same exact IPv6 range size.
+ * one type, and metrics print the same exact IPv6 range size; an unknown path on the metrics or health
+ * port says which paths exist; `--socket` at the CNI socket says that it is the relay's.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -20,6 +21,7 @@ import { PacketSocket } from '../../src/kernel/packet-socket.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 const METRICS_PORT = 19129;
+const HEALTH_PORT = 19130;
 const V4 = '10.244.31.0/24';
 const V6 = 'fd00:10:244:31::/64';
 /** A container ID as runtimes make them; ADDed without K8S_POD_* arguments. */
@@ -28,7 +30,7 @@ const FORGED_MAC = '02:de:ad:be:ef:29';
 
 const node = new TestNode({
   podCIDRs: [V4, V6],
-  config: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
+  config: { metricsAddress: `127.0.0.1:${METRICS_PORT}`, healthAddress: `127.0.0.1:${HEALTH_PORT}` },
 });
 let pod = '';
 let podV4 = '';
@@ -87,6 +89,24 @@ function startAudit(args: string[]): { ready: Promise<void>; done: Promise<Run> 
 async function podArps(): Promise<void> {
   await must('ip', ['-n', pod, 'neigh', 'flush', 'dev', 'eth0']);
   await must('ip', ['netns', 'exec', pod, 'ping', '-c', '1', '-W', '1', gatewayV4]);
+}
+
+async function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    node.nodeNs,
+    'curl',
+    '-s',
+    '-m',
+    '5',
+    '-w',
+    '\n%{http_code}',
+    `http://127.0.0.1:${port}${path}`,
+  ]);
+  const lines = r.stdout.split('\n');
+  const status = Number(lines.pop());
+  return { status, body: lines.join('\n') };
 }
 
 describe('podwire arp audit: exit status and names', () => {
@@ -179,5 +199,39 @@ describe('ipam and metrics agree', () => {
     const text = await scrapeMetrics(node.nodeNs, METRICS_PORT);
     assert.match(text, /^podwire_ipam_addresses_size\{range="fd00:10:244:31::\/64"\} 18446744073709551614$/m);
     assert.match(text, /^podwire_ipam_addresses_size\{range="10\.244\.31\.0\/24"\} 253$/m);
+  });
+});
+
+describe('wrong addresses say what is right', () => {
+  test('an unknown path on the metrics port names /metrics, and where the probes are', async () => {
+    const r = await httpGet(METRICS_PORT, '/livez');
+    assert.equal(r.status, 404);
+    assert.equal(
+      r.body,
+      'not found: GET "/livez": this is the metrics port (metricsAddress), which serves GET /metrics only; the probes /livez and /readyz are on healthAddress\n',
+    );
+  });
+
+  test('an unknown path on the health port names /livez and /readyz, and where the metrics are', async () => {
+    const r = await httpGet(HEALTH_PORT, '/metrics');
+    assert.equal(r.status, 404);
+    assert.equal(
+      r.body,
+      'not found: GET "/metrics": this is the health port (healthAddress), which serves GET /livez and GET /readyz; metrics (GET /metrics) are on metricsAddress\n',
+    );
+  });
+
+  test("`--socket` at the CNI socket: told it is the relay's, and where the control socket is, at once", async () => {
+    const started = Date.now();
+    const r = await run(CLI, ['status', '--socket', node.socket]);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.stderr,
+      `podwire status: ${node.socket} is the CNI socket, the one the relay (podwire-cni) talks to, not the agent's control socket; the control socket is beside it: pass --socket ${node.dir}/control.sock, or --config FILE\n`,
+    );
+    // Not after the CNI server's 5 s request deadline: it refuses the JSON line as soon as it reads it.
+    assert.ok(Date.now() - started < 4000, `${Date.now() - started} ms`);
+    // The agent still serves the relay afterwards.
+    assert.equal((await node.cni({ command: 'STATUS' })).code, 0);
   });
 });
