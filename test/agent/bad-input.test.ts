@@ -178,6 +178,24 @@ describe('bad input gets the right CNI error and leaves nothing behind', () => {
     assert.deepEqual(node.claims(), []);
   });
 
+  // Depends on versionHint's isSupportedVersion (cni-dispatch.ts) and the newline in CniServer's
+  // #reply: the old agent labelled the refusal of 9.9.9 as a 9.9.9 object, and printed no newline.
+  test("the refusal of an unsupported version is labelled with podwire's version; answers end with a newline", async () => {
+    const out = await node.cni({ command: 'ADD', containerId: 'c1', netns: pod, cniVersion: '9.9.9' });
+    assert.equal(out.code, 1, out.stdout);
+    assert.deepEqual(
+      { ...(out.json as object), msg: undefined },
+      { cniVersion: '1.1.0', code: 1, msg: undefined },
+    );
+    assert.match((out.json as { msg: string }).msg, /9\.9\.9/);
+    assert.ok(out.stdout.endsWith('}\n'), JSON.stringify(out.stdout));
+    const add = await node.cni({ command: 'ADD', containerId: 'newline', netns: pod, cniVersion: '0.4.0' });
+    assert.equal(add.code, 0, add.stdout);
+    assert.ok(add.stdout.endsWith('}\n'), JSON.stringify(add.stdout));
+    assert.equal((add.json as { cniVersion: string }).cniVersion, '0.4.0');
+    assert.equal((await node.cni({ command: 'DEL', containerId: 'newline', netns: pod })).code, 0);
+  });
+
   test('the agent still serves after all of the above', async () => {
     const add = await node.cni({ command: 'ADD', containerId: 'after-all', netns: pod });
     assert.equal(add.code, 0, add.stdout);

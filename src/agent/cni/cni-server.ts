@@ -185,8 +185,10 @@ export class CniServer {
     });
   }
 
+  /** A result or error object ends with a newline: at a shell, the prompt comes on a line of its own. */
   #reply(sock: Socket, a: RelayAnswer): void {
     if (sock.destroyed) return;
-    sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(a.stdout)]));
+    const stdout = a.stdout === '' || a.stdout.endsWith('\n') ? a.stdout : `${a.stdout}\n`;
+    sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(stdout)]));
   }
 }
