@@ -10,7 +10,9 @@
  *      speak the conflist's cniVersion (asked with CNI_COMMAND=VERSION);
  *   3. the relay installed as CNI_BIN_DIR/podwire, and the chained plugins as CNI_BIN_DIR/TYPE;
  *   4. the conflist installed as CNI_NET_DIR/10-podwire.conflist, last: a runtime takes the network
- *      as ready once the conflist exists, so the plugins it names must already be there.
+ *      as ready once the conflist exists, so the plugins it names must already be there. A warning
+ *      names every other CNI configuration in CNI_NET_DIR that sorts before it: runtimes use the
+ *      first file (libcni's ConfFiles: .conf, .conflist and .json, by name), which is then not podwire.
  *
  * Every file is written beside its target and renamed over it: a runtime executing the old relay, or
  * reading the conflist, never sees a half-written file (and overwriting a running binary fails with
@@ -32,9 +34,10 @@
  *   PODWIRE_SERVICE_ACCOUNT_DIR  token and ca.crt                     /var/run/secrets/kubernetes.io/serviceaccount
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
+import { networkInterfaces } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { DEFAULT_CONFIG, parseAgentConfig } from '../dist/src/agent/config.js';
@@ -209,6 +212,14 @@ function pluginSources(types, { pluginDir, binDir, mode, cniVersion }) {
   });
 }
 
+/** The CNI configuration files in `dir` a runtime reads before podwire's (libcni's ConfFiles: by name). */
+function configsBefore(dir) {
+  const ours = Buffer.from(CONFLIST);
+  return readdirSync(dir)
+    .filter((f) => /\.(conf|conflist|json)$/.test(f) && Buffer.compare(Buffer.from(f), ours) < 0)
+    .sort();
+}
+
 async function main() {
   const configIn = env('PODWIRE_CONFIG_IN', '/etc/podwire-config');
   const configOut = env('PODWIRE_CONFIG_OUT', '/etc/podwire');
@@ -235,6 +246,15 @@ async function main() {
   for (const { type, from } of sources) if (from !== undefined) install(from, type);
   const kept = sources.filter((p) => p.from === undefined).map((p) => p.type);
   replaceFile(join(netDir, CONFLIST), (tmp) => writeFileSync(tmp, conflist));
+  const before = configsBefore(netDir);
+  if (before.length > 0) {
+    log(
+      'warn',
+      `CNI configuration that sorts before ${CONFLIST}: runtimes use the first file, so pods get ` +
+        "that network, not podwire's; remove or rename it",
+      { dir: netDir, before },
+    );
+  }
   log('info', 'installed', {
     config: join(configOut, 'agent.yaml'),
     plugin: join(binDir, 'podwire'),

@@ -131,6 +131,34 @@ describe('install-cni.mjs', () => {
         'no temp file left',
       );
       assert.match(r.stderr, /"msg":"installed"/);
+      assert.doesNotMatch(r.stderr, /"level":"warn"/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  // Depends on configsBefore (install-cni.mjs): the old installer said nothing, and the runtime went
+  // on using the other file.
+  test("another CNI configuration that sorts before podwire's: installed, with a warning naming it", async () => {
+    const b = bed();
+    try {
+      for (const f of ['05-other.conflist', '00-flannel.conf', '00-readme.txt', '99-late.conflist'])
+        writeFileSync(b.path(`net/${f}`), '{}');
+      const r = await install(b, { PODWIRE_POD_CIDRS: 'config' });
+      assert.equal(r.code, 0, r.stderr);
+      const warn = r.stderr
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { level: string; msg: string; before?: string[]; dir?: string })
+        .find((l) => l.level === 'warn');
+      assert.ok(warn, r.stderr);
+      assert.match(
+        warn.msg,
+        /^CNI configuration that sorts before 10-podwire\.conflist: runtimes use the first file/,
+      );
+      assert.deepEqual(warn.before, ['00-flannel.conf', '05-other.conflist']);
+      assert.equal(warn.dir, b.path('net'));
+      assert.equal(readFileSync(b.path('net/10-podwire.conflist'), 'utf8'), CONFLIST);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
     }
