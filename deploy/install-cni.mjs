@@ -21,6 +21,9 @@
  * Environment (defaults are the DaemonSet's paths):
  *   NODE_NAME                    this node (downward API, spec.nodeName); needed in mode `node`
  *   PODWIRE_POD_CIDRS            `node` (default) or `config`
+ *   PODWIRE_UPLINK               `config` (default): `uplink` as the ConfigMap has it; `node`:
+ *                                the interface that holds this Node's InternalIP (status.addresses),
+ *                                so that nodes whose uplinks are named differently share one ConfigMap
  *   PODWIRE_CONFIG_IN            the ConfigMap's directory            /etc/podwire-config
  *   PODWIRE_CONFIG_OUT           the agent's configuration directory  /etc/podwire
  *   CNI_BIN_DIR, CNI_NET_DIR     the host's, as mounted               /host/opt/cni/bin, /host/etc/cni/net.d
@@ -106,9 +109,39 @@ function getJson(path) {
   });
 }
 
+/** The Node object of NODE_NAME, asked once. */
+let nodeObject;
+function thisNode() {
+  const nodeName = process.env.NODE_NAME;
+  if (!nodeName) throw new InstallError('NODE_NAME is unset (the DaemonSet sets it from spec.nodeName)');
+  nodeObject ??= getJson(`/api/v1/nodes/${encodeURIComponent(nodeName)}`);
+  return { nodeName, node: nodeObject };
+}
+
+/**
+ * The interface of this host (the init container runs in the host's network namespace) that holds
+ * one of the Node's InternalIPs: the node's uplink, whatever it is called on this node.
+ */
+async function nodeUplink() {
+  const { nodeName, node } = thisNode();
+  const ips = ((await node)?.status?.addresses ?? [])
+    .filter((a) => a?.type === 'InternalIP')
+    .map((a) => a.address);
+  if (ips.length === 0)
+    throw new InstallError(`PODWIRE_UPLINK=node: node ${nodeName} has no InternalIP in status.addresses`);
+  for (const [name, addrs] of Object.entries(networkInterfaces())) {
+    if ((addrs ?? []).some((a) => ips.includes(a.address))) return { name, ips };
+  }
+  throw new InstallError(
+    `PODWIRE_UPLINK=node: no interface of this host holds node ${nodeName}'s InternalIP ${ips.join(', ')}; ` +
+      'set uplink in the ConfigMap and PODWIRE_UPLINK=config',
+  );
+}
+
 /** The Node's pod CIDRs (spec.podCIDRs, or the older single spec.podCIDR). */
-async function nodePodCIDRs(nodeName) {
-  const node = await getJson(`/api/v1/nodes/${encodeURIComponent(nodeName)}`);
+async function nodePodCIDRs() {
+  const { nodeName, node: pending } = thisNode();
+  const node = await pending;
   const cidrs = node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []);
   if (!Array.isArray(cidrs) || cidrs.length === 0) {
     throw new InstallError(
@@ -125,13 +158,25 @@ async function renderAgentConfig(configIn) {
   if (doc.errors.length > 0) throw new InstallError(`agent.yaml: ${doc.errors[0].message}`);
   const mode = env('PODWIRE_POD_CIDRS', 'node');
   if (mode === 'node') {
-    const nodeName = process.env.NODE_NAME;
-    if (!nodeName) throw new InstallError('NODE_NAME is unset (the DaemonSet sets it from spec.nodeName)');
-    const cidrs = await nodePodCIDRs(nodeName);
+    const cidrs = await nodePodCIDRs();
     doc.set('podCIDRs', cidrs);
-    log('info', 'pod CIDRs from the node', { node: nodeName, podCIDRs: cidrs });
+    log('info', 'pod CIDRs from the node', { node: process.env.NODE_NAME, podCIDRs: cidrs });
   } else if (mode !== 'config') {
     throw new InstallError(`PODWIRE_POD_CIDRS=${mode}: must be node or config`);
+  }
+  const uplinkMode = env('PODWIRE_UPLINK', 'config');
+  if (uplinkMode === 'node') {
+    if (!doc.has('cluster'))
+      throw new InstallError('PODWIRE_UPLINK=node: agent.yaml has no cluster: section');
+    // Bridging moves the node's address from the uplink to the bridge: looked up again, it would
+    // name the bridge.
+    if (doc.has('bridging'))
+      throw new InstallError('PODWIRE_UPLINK=node: not with bridging (set uplink and bridging.uplink)');
+    const { name, ips } = await nodeUplink();
+    doc.set('uplink', name);
+    log('info', 'uplink from the node', { node: process.env.NODE_NAME, internalIP: ips, uplink: name });
+  } else if (uplinkMode !== 'config') {
+    throw new InstallError(`PODWIRE_UPLINK=${uplinkMode}: must be node or config`);
   }
   const text = doc.toString();
   return { text, config: parseAgentConfig(text) };
