@@ -10,7 +10,9 @@
  *      speak the conflist's cniVersion (asked with CNI_COMMAND=VERSION);
  *   3. the relay installed as CNI_BIN_DIR/podwire, and the chained plugins as CNI_BIN_DIR/TYPE;
  *   4. the conflist installed as CNI_NET_DIR/10-podwire.conflist, last: a runtime takes the network
- *      as ready once the conflist exists, so the plugins it names must already be there.
+ *      as ready once the conflist exists, so the plugins it names must already be there. A warning
+ *      names every other CNI configuration in CNI_NET_DIR that sorts before it: runtimes use the
+ *      first file (libcni's ConfFiles: .conf, .conflist and .json, by name), which is then not podwire.
  *
  * Every file is written beside its target and renamed over it: a runtime executing the old relay, or
  * reading the conflist, never sees a half-written file (and overwriting a running binary fails with
@@ -19,6 +21,9 @@
  * Environment (defaults are the DaemonSet's paths):
  *   NODE_NAME                    this node (downward API, spec.nodeName); needed in mode `node`
  *   PODWIRE_POD_CIDRS            `node` (default) or `config`
+ *   PODWIRE_UPLINK               `config` (default): `uplink` as the ConfigMap has it; `node`:
+ *                                the interface that holds this Node's InternalIP (status.addresses),
+ *                                so that nodes whose uplinks are named differently share one ConfigMap
  *   PODWIRE_CONFIG_IN            the ConfigMap's directory            /etc/podwire-config
  *   PODWIRE_CONFIG_OUT           the agent's configuration directory  /etc/podwire
  *   CNI_BIN_DIR, CNI_NET_DIR     the host's, as mounted               /host/opt/cni/bin, /host/etc/cni/net.d
@@ -32,9 +37,10 @@
  *   PODWIRE_SERVICE_ACCOUNT_DIR  token and ca.crt                     /var/run/secrets/kubernetes.io/serviceaccount
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
+import { networkInterfaces } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { DEFAULT_CONFIG, parseAgentConfig } from '../dist/src/agent/config.js';
@@ -103,9 +109,39 @@ function getJson(path) {
   });
 }
 
+/** The Node object of NODE_NAME, asked once. */
+let nodeObject;
+function thisNode() {
+  const nodeName = process.env.NODE_NAME;
+  if (!nodeName) throw new InstallError('NODE_NAME is unset (the DaemonSet sets it from spec.nodeName)');
+  nodeObject ??= getJson(`/api/v1/nodes/${encodeURIComponent(nodeName)}`);
+  return { nodeName, node: nodeObject };
+}
+
+/**
+ * The interface of this host (the init container runs in the host's network namespace) that holds
+ * one of the Node's InternalIPs: the node's uplink, whatever it is called on this node.
+ */
+async function nodeUplink() {
+  const { nodeName, node } = thisNode();
+  const ips = ((await node)?.status?.addresses ?? [])
+    .filter((a) => a?.type === 'InternalIP')
+    .map((a) => a.address);
+  if (ips.length === 0)
+    throw new InstallError(`PODWIRE_UPLINK=node: node ${nodeName} has no InternalIP in status.addresses`);
+  for (const [name, addrs] of Object.entries(networkInterfaces())) {
+    if ((addrs ?? []).some((a) => ips.includes(a.address))) return { name, ips };
+  }
+  throw new InstallError(
+    `PODWIRE_UPLINK=node: no interface of this host holds node ${nodeName}'s InternalIP ${ips.join(', ')}; ` +
+      'set uplink in the ConfigMap and PODWIRE_UPLINK=config',
+  );
+}
+
 /** The Node's pod CIDRs (spec.podCIDRs, or the older single spec.podCIDR). */
-async function nodePodCIDRs(nodeName) {
-  const node = await getJson(`/api/v1/nodes/${encodeURIComponent(nodeName)}`);
+async function nodePodCIDRs() {
+  const { nodeName, node: pending } = thisNode();
+  const node = await pending;
   const cidrs = node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []);
   if (!Array.isArray(cidrs) || cidrs.length === 0) {
     throw new InstallError(
@@ -122,13 +158,25 @@ async function renderAgentConfig(configIn) {
   if (doc.errors.length > 0) throw new InstallError(`agent.yaml: ${doc.errors[0].message}`);
   const mode = env('PODWIRE_POD_CIDRS', 'node');
   if (mode === 'node') {
-    const nodeName = process.env.NODE_NAME;
-    if (!nodeName) throw new InstallError('NODE_NAME is unset (the DaemonSet sets it from spec.nodeName)');
-    const cidrs = await nodePodCIDRs(nodeName);
+    const cidrs = await nodePodCIDRs();
     doc.set('podCIDRs', cidrs);
-    log('info', 'pod CIDRs from the node', { node: nodeName, podCIDRs: cidrs });
+    log('info', 'pod CIDRs from the node', { node: process.env.NODE_NAME, podCIDRs: cidrs });
   } else if (mode !== 'config') {
     throw new InstallError(`PODWIRE_POD_CIDRS=${mode}: must be node or config`);
+  }
+  const uplinkMode = env('PODWIRE_UPLINK', 'config');
+  if (uplinkMode === 'node') {
+    if (!doc.has('cluster'))
+      throw new InstallError('PODWIRE_UPLINK=node: agent.yaml has no cluster: section');
+    // Bridging moves the node's address from the uplink to the bridge: looked up again, it would
+    // name the bridge.
+    if (doc.has('bridging'))
+      throw new InstallError('PODWIRE_UPLINK=node: not with bridging (set uplink and bridging.uplink)');
+    const { name, ips } = await nodeUplink();
+    doc.set('uplink', name);
+    log('info', 'uplink from the node', { node: process.env.NODE_NAME, internalIP: ips, uplink: name });
+  } else if (uplinkMode !== 'config') {
+    throw new InstallError(`PODWIRE_UPLINK=${uplinkMode}: must be node or config`);
   }
   const text = doc.toString();
   return { text, config: parseAgentConfig(text) };
@@ -209,6 +257,14 @@ function pluginSources(types, { pluginDir, binDir, mode, cniVersion }) {
   });
 }
 
+/** The CNI configuration files in `dir` a runtime reads before podwire's (libcni's ConfFiles: by name). */
+function configsBefore(dir) {
+  const ours = Buffer.from(CONFLIST);
+  return readdirSync(dir)
+    .filter((f) => /\.(conf|conflist|json)$/.test(f) && Buffer.compare(Buffer.from(f), ours) < 0)
+    .sort();
+}
+
 async function main() {
   const configIn = env('PODWIRE_CONFIG_IN', '/etc/podwire-config');
   const configOut = env('PODWIRE_CONFIG_OUT', '/etc/podwire');
@@ -235,6 +291,15 @@ async function main() {
   for (const { type, from } of sources) if (from !== undefined) install(from, type);
   const kept = sources.filter((p) => p.from === undefined).map((p) => p.type);
   replaceFile(join(netDir, CONFLIST), (tmp) => writeFileSync(tmp, conflist));
+  const before = configsBefore(netDir);
+  if (before.length > 0) {
+    log(
+      'warn',
+      `CNI configuration that sorts before ${CONFLIST}: runtimes use the first file, so pods get ` +
+        "that network, not podwire's; remove or rename it",
+      { dir: netDir, before },
+    );
+  }
   log('info', 'installed', {
     config: join(configOut, 'agent.yaml'),
     plugin: join(binDir, 'podwire'),

@@ -12,7 +12,12 @@
  * exit status 1. Code 11 ("try again later") when the agent is unreachable, times out, is not root
  * at the socket or closes without an answer (50 for STATUS in each case, decision 4); 7 for a config
  * it cannot relay (too large, bad "socket"); 6 for a config that is not JSON; 5 for local I/O
- * failures; 100 for an answer that breaks the protocol.
+ * failures; 100 for an answer that breaks the protocol. A whole conflist on stdin (a top-level
+ * "plugins" array) is refused with 7: runtimes pass each plugin its own entry. Its error objects and
+ * VERSION answer end with a newline, and carry the config's cniVersion only when podwire speaks it.
+ *
+ * Runtimes pass no arguments; `--help` or `version` on the command line (a person at a shell) prints
+ * usage or the versions and exits 0.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,8 +55,21 @@ enum {
 	CNI_ERR_INTERNAL = 100,
 };
 
-/* The version error objects report: the config's "cniVersion" once the scanner has seen it. */
+/* Must equal SUPPORTED_VERSIONS in src/cni/versions.ts (test/agent/commands.test.ts compares them). */
+static const char *const SUPPORTED_VERSIONS[] = {"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"};
+#define N_SUPPORTED (sizeof(SUPPORTED_VERSIONS) / sizeof(SUPPORTED_VERSIONS[0]))
+
+/* The config's "cniVersion" once the scanner has seen it (what VERSION is asked for). */
 static char cni_version[FIELD_MAX] = DEFAULT_CNI_VERSION;
+
+/* The supported version equal to v, or NULL. */
+static const char *supported_version(const char *v)
+{
+	for (size_t i = 0; i < N_SUPPORTED; i++)
+		if (strcmp(v, SUPPORTED_VERSIONS[i]) == 0)
+			return SUPPORTED_VERSIONS[i];
+	return NULL;
+}
 
 /* ---- output ------------------------------------------------------------------------------------ */
 
@@ -155,8 +173,10 @@ static void out_json_string(struct out *o, const char *s)
 }
 
 /*
- * Prints {"cniVersion":..,"code":..,"msg":..} on stdout, the message on stderr, and exits 1.
- * Sizes: the version is < FIELD_MAX and the message < 1024 bytes, so even escaped six-fold they fit.
+ * Prints {"cniVersion":..,"code":..,"msg":..} and a newline on stdout, the message on stderr, and exits
+ * 1. The version is the config's when podwire speaks it, else the latest: an error must not claim a
+ * version podwire does not implement (the one it may be refusing). Sizes: the message is < 1024 bytes,
+ * so even escaped six-fold it fits.
  */
 __attribute__((noreturn, format(printf, 2, 3))) static void fail(int code, const char *fmt, ...)
 {
@@ -168,14 +188,15 @@ __attribute__((noreturn, format(printf, 2, 3))) static void fail(int code, const
 
 	struct out o = {.len = 0};
 	char num[16];
+	const char *version = supported_version(cni_version);
 	out_str(&o, "{\"cniVersion\":");
-	out_json_string(&o, cni_version);
+	out_json_string(&o, version ? version : DEFAULT_CNI_VERSION);
 	snprintf(num, sizeof(num), "%d", code);
 	out_str(&o, ",\"code\":");
 	out_str(&o, num);
 	out_str(&o, ",\"msg\":");
 	out_json_string(&o, msg);
-	out_str(&o, "}");
+	out_str(&o, "}\n");
 	if (write_all(STDOUT_FILENO, o.buf, o.len) < 0)
 		dprintf(STDERR_FILENO, "podwire-cni: writing the error to stdout: %s\n", strerror(errno));
 	dprintf(STDERR_FILENO, "podwire-cni: %s\n", msg);
@@ -363,6 +384,8 @@ static struct {
 	struct field socket;
 	int has_socket;
 	const char *socket_err;
+	/* A top-level "plugins" array: a whole network list, which no runtime passes to a plugin. */
+	int is_list;
 } config;
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
@@ -377,6 +400,9 @@ static int scan_member(struct scanner *sc, const struct field *key)
 	struct field value;
 	int is_socket = !key->overflow && !key->escaped_u && strcmp(key->buf, "socket") == 0;
 	int is_version = !key->overflow && !key->escaped_u && strcmp(key->buf, "cniVersion") == 0;
+	if (!key->overflow && !key->escaped_u && strcmp(key->buf, "plugins") == 0 && sc->p < sc->end &&
+	    *sc->p == '[')
+		config.is_list = 1;
 	if (!is_socket && !is_version)
 		return scan_value(sc, 0);
 	if (sc->p >= sc->end || *sc->p != '"') {
@@ -457,6 +483,13 @@ static void scan_config(const unsigned char *buf, size_t len)
 	if (sc.err)
 		fail(CNI_ERR_DECODE, "network config on stdin is not valid JSON: %s at byte %zu", sc.err,
 		     (size_t)(sc.p - sc.start));
+	/* Taken as a plugin config, a list would be relayed to the default socket, its plugins' own
+	 * "socket" unseen: the agent would then answer for a config that is not podwire's. */
+	if (config.is_list)
+		fail(CNI_ERR_INVALID_CONFIG,
+		     "network config on stdin is a whole network list (a conflist: it has \"plugins\": [...]), "
+		     "not one plugin's config; runtimes pass each plugin its own entry of \"plugins\" with the "
+		     "list's \"name\" and \"cniVersion\" added: pass podwire's entry alone");
 	if (config.socket_err)
 		fail(CNI_ERR_INVALID_CONFIG, "%s", config.socket_err);
 }
@@ -571,10 +604,6 @@ static int connect_agent(void)
 	return fd;
 }
 
-/* Must equal SUPPORTED_VERSIONS in src/cni/versions.ts (test/agent/commands.test.ts compares them). */
-static const char *const SUPPORTED_VERSIONS[] = {"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"};
-#define N_SUPPORTED (sizeof(SUPPORTED_VERSIONS) / sizeof(SUPPORTED_VERSIONS[0]))
-
 static int is_version_call(void)
 {
 	const char *cmd = getenv("CNI_COMMAND");
@@ -598,10 +627,9 @@ static int is_blank(const unsigned char *buf, size_t len)
  */
 __attribute__((noreturn)) static void answer_version(void)
 {
-	const char *answer = DEFAULT_CNI_VERSION;
-	for (size_t i = 0; i < N_SUPPORTED; i++)
-		if (strcmp(cni_version, SUPPORTED_VERSIONS[i]) == 0)
-			answer = SUPPORTED_VERSIONS[i];
+	const char *answer = supported_version(cni_version);
+	if (!answer)
+		answer = DEFAULT_CNI_VERSION;
 	struct out o = {.len = 0};
 	out_str(&o, "{\"cniVersion\":");
 	out_json_string(&o, answer);
@@ -611,7 +639,7 @@ __attribute__((noreturn)) static void answer_version(void)
 		out_str(&o, SUPPORTED_VERSIONS[i]);
 		out_str(&o, "\"");
 	}
-	out_str(&o, "]}");
+	out_str(&o, "]}\n");
 	if (write_all(STDOUT_FILENO, o.buf, o.len) < 0) {
 		dprintf(STDERR_FILENO, "podwire-cni: writing the VERSION answer: %s\n", strerror(errno));
 		exit(1);
@@ -619,10 +647,53 @@ __attribute__((noreturn)) static void answer_version(void)
 	exit(0);
 }
 
-int main(void)
+/*
+ * For a person who runs the binary by hand: runtimes execute a plugin with no arguments (the call is
+ * in CNI_COMMAND and stdin), so an argument can only come from a shell. Only these words are taken;
+ * anything else is left alone and the relay runs as a runtime would have it.
+ */
+static int is_arg(const char *arg, const char *a, const char *b, const char *c)
+{
+	return strcmp(arg, a) == 0 || strcmp(arg, b) == 0 || strcmp(arg, c) == 0;
+}
+
+__attribute__((noreturn)) static void answer_person(const char *arg)
+{
+	struct out o = {.len = 0};
+	if (is_arg(arg, "version", "--version", "-v")) {
+		out_str(&o, "podwire-cni: the CNI plugin of podwire, a relay to the podwire agent\nCNI spec versions:");
+		for (size_t i = 0; i < N_SUPPORTED; i++) {
+			out_str(&o, " ");
+			out_str(&o, SUPPORTED_VERSIONS[i]);
+		}
+		out_str(&o, "\n");
+	} else {
+		out_str(&o,
+			"usage: CNI_COMMAND=ADD|DEL|CHECK|GC|STATUS|VERSION CNI_CONTAINERID=... CNI_NETNS=... CNI_IFNAME=...\n"
+			"           CNI_PATH=... podwire-cni < NETWORK-CONFIG\n"
+			"       podwire-cni --help | version\n"
+			"\n"
+			"The CNI plugin of podwire. A container runtime runs it, with no arguments: the call is in the\n"
+			"CNI_* environment and one plugin's network config on stdin (one entry of a conflist's \"plugins\",\n"
+			"not the whole list). It does no networking itself: it relays the call to the podwire agent on the\n"
+			"unix socket named by the config's \"socket\" (default " DEFAULT_SOCKET ") and prints the\n"
+			"agent's answer. When no agent answers, it prints a CNI error: code 11 (try again later), 50 for\n"
+			"STATUS. VERSION is answered without the agent.\n"
+			"\n"
+			"Start the agent first (podwire agent --config FILE); `podwire status` shows it.\n");
+	}
+	if (write_all(STDOUT_FILENO, o.buf, o.len) < 0)
+		exit(1);
+	exit(0);
+}
+
+int main(int argc, char **argv)
 {
 	/* A write to an agent that went away must fail with EPIPE, not kill the relay silently. */
 	signal(SIGPIPE, SIG_IGN);
+
+	if (argc > 1 && (is_arg(argv[1], "--help", "-h", "help") || is_arg(argv[1], "version", "--version", "-v")))
+		answer_person(argv[1]); /* does not return */
 
 	size_t config_len = read_stdin();
 	if (is_version_call()) {

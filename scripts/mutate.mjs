@@ -794,6 +794,48 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/ovs/openflow/real-switch.test.js'],
   },
+  {
+    id: 'cli-pods-cut-id',
+    what: 'CLI: `podwire pods` cuts the container ID to 12 characters (not pasteable into flows --pod)',
+    edits: [['src/cli/commands.js', 'p.containerId,\n', 'p.containerId.slice(0, 12),\n']],
+    tests: ['test/cli/cli.test.js', 'test/cli/pods-flows.test.js'],
+  },
+  {
+    id: 'cli-arp-audit-error-status',
+    what: 'CLI: an arp audit that cannot run exits 1, as for a violation',
+    edits: [['src/cli/arp-command.js', 'errorStatus: 2,', '']],
+    tests: ['test/cli/operator.test.js'],
+  },
+  {
+    id: 'identities-pod-by-attachment-key',
+    what: 'identities: a pod without Kubernetes arguments is named by its attachment key (a JSON array)',
+    edits: [['src/agent/ops/identities.js', 'pod: c.pod ?? c.containerId', 'pod: c.pod ?? key']],
+    tests: ['test/cli/operator.test.js'],
+  },
+  {
+    id: 'metrics-size-as-float',
+    what: 'metrics: an IPv6 range size printed from a float (18446744073709552000)',
+    edits: [['src/agent/ops/metrics-gauges.js', 'value: u.size }))', 'value: Number(u.size) }))']],
+    tests: ['test/cli/operator.test.js'],
+  },
+  {
+    id: 'cni-server-declared-length',
+    what: 'CNI socket: a header declaring more than a request may hold waits for the deadline (the CLI at cni.sock waits 5 s)',
+    edits: [['src/agent/cni/cni-server.js', '(declared ?? 0) > MAX_REQUEST', 'false']],
+    tests: ['test/cli/operator.test.js'],
+  },
+  {
+    id: 'add-twice-interface-exists',
+    what: 'ADD twice in the same namespace answers 103 (eth0 exists), not 102 with the address held',
+    edits: [['src/agent/cni/cmd-add.js', 'if (held.length > 0) {', 'if (false) {']],
+    tests: ['test/agent/bad-input.test.js'],
+  },
+  {
+    id: 'cni-error-echoes-version',
+    what: 'CNI errors labelled with an unsupported cniVersion (the one refused)',
+    edits: [['src/agent/cni/cni-dispatch.js', 'isSupportedVersion(v) ? v', "v !== '' ? v"]],
+    tests: ['test/agent/bad-input.test.js'],
+  },
 ];
 
 function build() {

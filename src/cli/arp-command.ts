@@ -2,7 +2,8 @@
  * `podwire arp audit --interface IF [--seconds N] [--json]`: captures ARP and neighbour discovery on
  * an interface of the namespace it runs in, asks the agent who is who (gateways, pods, node uplinks),
  * and reports every frame whose (IP, MAC) claim contradicts that, and every address two MACs claim.
- * Exit status 1 when it found any: scripts and tests can gate on it.
+ * Exit status 1 when it found any, 2 when the audit itself failed (no agent, no such interface): scripts
+ * and tests can gate on it and tell the two apart.
  */
 
 import type { NodeIdentities } from '../agent/ops/identities.js';
@@ -98,7 +99,8 @@ address), this node's uplink and, in cluster mode, every node's uplink. Verdicts
   SRC-MISMATCH  the Ethernet source is not the claimed sender MAC
   CONFLICT      an unknown address claimed by two or more MACs
   unknown       an address podwire does not know (another host)
-Exits 1 when any claim is a violation.
+Exits 0 when no claim is a violation, 1 when any is, 2 when the audit could not run (no agent, no
+such interface, bad options).
 
 options:
   --interface IF  the interface to capture on (required)
@@ -109,4 +111,5 @@ options:
   --help          this text
 `,
   run,
+  errorStatus: 2,
 };

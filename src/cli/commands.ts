@@ -8,6 +8,11 @@ export interface Command {
   summary: string;
   help: string;
   run(args: CliArgs, out: (s: string) => void): Promise<number>;
+  /**
+   * The exit status when the command fails; default 1. A command whose status 1 means a finding (the
+   * ARP audit's violations) fails with another, so a script can tell a finding from a failure.
+   */
+  errorStatus?: number;
 }
 
 const COMMON = `options:
@@ -108,13 +113,13 @@ export const COMMANDS: Record<string, Command> = {
   },
   pods: {
     summary: 'a table of the pods on this node',
-    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID, interface, CNI network ('-': recorded before podwire kept it), addresses, MAC, host port, age.\n\n${COMMON}`,
+    help: `usage: podwire pods [options]\n\nOne row per attachment: pod, container ID (in full: \`podwire flows --pod\` takes it as printed),\ninterface, CNI network ('-': recorded before podwire kept it), addresses, MAC, the host end of the\npod's veth (HOST VETH, name#ifindex; not a Kubernetes hostPort), age.\n\n${COMMON}`,
     run: ask('pods', (r) =>
       table(
-        ['POD', 'CONTAINER', 'IFACE', 'NETWORK', 'ADDRESSES', 'MAC', 'HOST PORT', 'AGE'],
+        ['POD', 'CONTAINER', 'IFACE', 'NETWORK', 'ADDRESSES', 'MAC', 'HOST VETH', 'AGE'],
         (r as PodRow[]).map((p) => [
           p.pod ?? '-',
-          p.containerId.slice(0, 12),
+          p.containerId,
           p.ifname,
           p.network ?? '-',
           p.addresses.join(','),
@@ -127,7 +132,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   ipam: {
     summary: 'address usage per pod CIDR',
-    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted), and below the table\nevery claim the store cannot read (a torn or foreign file): its address stays taken and no reconcile\nor GC releases it; once no pod uses that address, remove the file named and run \`podwire gc\`.\n\n${COMMON}`,
+    help: `usage: podwire ipam [options]\n\nAddresses in use per range (network, gateway and broadcast are not counted), and below the table\nevery claim the store cannot read (a torn or foreign file): its address stays taken and no reconcile\nor GC releases it; once no pod uses that address, remove the file named and run \`podwire gc\`.\nWith --json, \`size\` and \`used\` are decimal strings: an IPv6 range's size is past what a JSON\nnumber holds exactly.\n\n${COMMON}`,
     run: ask('ipam', (r) => {
       const rows = r as IpamRow[];
       const unreadable = rows.flatMap((u) =>
@@ -140,9 +145,9 @@ export const COMMANDS: Record<string, Command> = {
           ['RANGE', 'USED', 'SIZE', 'USE', 'UNREADABLE'],
           rows.map((u) => [
             u.range,
-            String(u.used),
+            u.used,
             u.size,
-            `${((100 * u.used) / Number(u.size)).toFixed(1)}%`,
+            `${((100 * Number(u.used)) / Number(u.size)).toFixed(1)}%`,
             String((u.unreadable ?? []).length),
           ]),
         ) + unreadable.join('')

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { DEFAULT_CONFIG, loadAgentConfig } from '../agent/config.js';
 import { controlSocketPath } from '../agent/ops/control-server.js';
-import { DecodeError, InternalError, IoError, TryAgainError } from '../base/errors.js';
+import { DecodeError, InternalError, InvalidConfigError, IoError, TryAgainError } from '../base/errors.js';
 import type { CliArgs } from './args.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/podwire/agent.yaml';
@@ -41,6 +41,16 @@ export function callAgent(
       } else reject(new IoError(`control socket ${path}: ${err.message}`, { cause: err }));
     });
     sock.on('end', () => {
+      // The CNI socket answers in the relay's protocol: a status byte (0 or 1), then its stdout. The
+      // agent refuses the CLI's JSON line there at once (cni-server.ts), so this comes quickly.
+      if (buf.length > 0 && buf.charCodeAt(0) < 0x20) {
+        reject(
+          new InvalidConfigError(
+            `${path} is the CNI socket, the one the relay (podwire-cni) talks to, not the agent's control socket; the control socket is beside it: pass --socket ${controlSocketPath(path)}, or --config FILE`,
+          ),
+        );
+        return;
+      }
       try {
         const res = JSON.parse(buf) as {
           ok: boolean;

@@ -92,10 +92,18 @@ export const flowsCommand: Command = {
   summary: "the OVS pipeline, or one pod's flows, with packet counters",
   help: `usage: podwire flows [--pod NAMESPACE/NAME | --pod CONTAINERID] [options]
 
-Prints the OpenFlow pipeline of the OVS datapath table by table (classifier, ARP spoof guard, ARP
-responder, ND guard, IP spoof guard, L2 forwarding), each flow with its packet counter and owner; with
---pod, only the flows of that pod. Reads OVSDB and the bridge (OpenFlow) directly, as named by the
-agent's configuration.
+Prints the OpenFlow pipeline of the OVS datapath table by table, each flow with its packet counter
+and owner; with --pod, only the flows of that pod. Reads OVSDB and the bridge (OpenFlow) directly, as
+named by the agent's configuration. The tables, as the output names them:
+  0  CLASSIFIER       sorts by the port a frame came in on and its type; drops what no pod may send
+  10 ARP_SPOOF_GUARD  ARP from a pod or the gateway must name its own MAC and IPv4 address
+  20 ARP_RESPONDER    answers a pod's ARP for the gateway
+  30 ND_GUARD         neighbour solicitations and advertisements must name the pod's own addresses
+  40 IP_SPOOF_GUARD   IPv4/IPv6 from a pod must come from its own MAC and address
+  45 CT_LOOKUP        looks IP up in conntrack, for the Services' replies (kube-proxy)
+  46 GATEWAY_CT       sends replies of connections that came from the gateway back to it
+  50 L2_FORWARDING    delivers by destination MAC (the uplink too, in bridging mode)
+Every table ends in a priority-0 flow; in a guard table, its counter is what the guard dropped.
 
 options:
   --config FILE   the agent's configuration (bridge, ovsdb); default ${DEFAULT_CONFIG_PATH}

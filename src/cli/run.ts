@@ -42,9 +42,13 @@ async function runCommand(
   try {
     return await command.run(args, (s) => process.stdout.write(s));
   } catch (err) {
-    if (!(err instanceof PodwireError)) throw err;
-    process.stderr.write(`podwire ${name}: ${err.message}\n`);
-    return 1;
+    if (err instanceof PodwireError) process.stderr.write(`podwire ${name}: ${err.message}\n`);
+    else if (command.errorStatus === undefined) throw err;
+    else
+      process.stderr.write(
+        `podwire ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+      );
+    return command.errorStatus ?? 1;
   }
 }
 

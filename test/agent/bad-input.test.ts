@@ -154,16 +154,46 @@ describe('bad input gets the right CNI error and leaves nothing behind', () => {
     assert.deepEqual(node.claims(), []);
   });
 
-  test('the same attachment ADDed twice: the second fails, the first keeps its address', async () => {
+  // Depends on the `ipam.lookup` before InterfaceExistsError in cmd-add.ts: the old agent answered
+  // 103 ("eth0 already exists") in the same namespace, and 102 only when the second ADD named another.
+  test('the same attachment ADDed twice, in the same or another namespace: 102 naming the address it holds; the first keeps it', async () => {
     const first = await node.cni({ command: 'ADD', containerId: 'twice', netns: pod });
     assert.equal(first.code, 0, first.stdout);
-    const second = await node.cni({ command: 'ADD', containerId: 'twice', netns: pod });
-    assert.equal(second.code, 1);
-    assert.equal(node.claims().length, 1);
-    assert.equal((await hostVeths(node.nodeNs)).length, 1);
+    const ip = (first.json as { ips: Array<{ address: string }> }).ips[0]?.address.split('/')[0] as string;
+    const elsewhere = await node.addPod('twice-2');
+    for (const netns of [pod, elsewhere]) {
+      const second = await node.cni({ command: 'ADD', containerId: 'twice', netns });
+      assert.equal(second.code, 1);
+      const err = second.json as { code: number; msg: string };
+      assert.equal(err.code, 102, `netns ${netns}: ${second.stdout}`);
+      assert.match(
+        err.msg,
+        new RegExp(`^container twice interface eth0 already holds ${ip.replaceAll('.', '\\.')}\\b`),
+      );
+      assert.equal(node.claims().length, 1);
+      assert.equal((await hostVeths(node.nodeNs)).length, 1);
+    }
     const del = await node.cni({ command: 'DEL', containerId: 'twice', netns: pod });
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(node.claims(), []);
+  });
+
+  // Depends on versionHint's isSupportedVersion (cni-dispatch.ts) and the newline in CniServer's
+  // #reply: the old agent labelled the refusal of 9.9.9 as a 9.9.9 object, and printed no newline.
+  test("the refusal of an unsupported version is labelled with podwire's version; answers end with a newline", async () => {
+    const out = await node.cni({ command: 'ADD', containerId: 'c1', netns: pod, cniVersion: '9.9.9' });
+    assert.equal(out.code, 1, out.stdout);
+    assert.deepEqual(
+      { ...(out.json as object), msg: undefined },
+      { cniVersion: '1.1.0', code: 1, msg: undefined },
+    );
+    assert.match((out.json as { msg: string }).msg, /9\.9\.9/);
+    assert.ok(out.stdout.endsWith('}\n'), JSON.stringify(out.stdout));
+    const add = await node.cni({ command: 'ADD', containerId: 'newline', netns: pod, cniVersion: '0.4.0' });
+    assert.equal(add.code, 0, add.stdout);
+    assert.ok(add.stdout.endsWith('}\n'), JSON.stringify(add.stdout));
+    assert.equal((add.json as { cniVersion: string }).cniVersion, '0.4.0');
+    assert.equal((await node.cni({ command: 'DEL', containerId: 'newline', netns: pod })).code, 0);
   });
 
   test('the agent still serves after all of the above', async () => {

@@ -62,7 +62,12 @@ test('reconcile and CNI GC leave the file and a claimless veth alone; ipam, stat
 
   const rows = await control<IpamRow[]>('ipam');
   assert.deepEqual(rows, [
-    { range: RANGE, size: '5', used: 1, unreadable: [{ ip: '10.244.57.3', file: torn, reason: 'not JSON' }] },
+    {
+      range: RANGE,
+      size: '5',
+      used: '1',
+      unreadable: [{ ip: '10.244.57.3', file: torn, reason: 'not JSON' }],
+    },
   ]);
   const status = await control<{ unreadableClaims: unknown[] }>('status');
   assert.deepEqual(status.unreadableClaims, [

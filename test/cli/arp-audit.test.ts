@@ -2,7 +2,8 @@
  * `podwire arp audit` on the underlay of a two-node etcd cluster: identities come from node-0's agent
  * (its own uplink, and node-1's uplink MAC from node-1's record in the store). Ordinary traffic
  * between the nodes is clean (exit 0, node IPs "ok"); a forged ARP that pairs node-1's IP with another
- * MAC, sent onto the underlay, is reported (exit 1, WRONG-MAC naming node-1's uplink).
+ * MAC, sent onto the underlay, is reported (exit 1, WRONG-MAC naming node-1's uplink); an audit that
+ * cannot run exits 2.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -172,7 +173,7 @@ describe('podwire arp audit', () => {
       '--socket',
       sock,
     ]);
-    assert.equal(bad.code, 1);
+    assert.equal(bad.code, 2, 'an error, not a violation (1)');
     assert.match(bad.stderr, /--interface: no interface nope0/);
   });
 });

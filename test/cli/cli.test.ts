@@ -6,13 +6,15 @@ import { ROOT, TestNode } from '../../bed/node.js';
 
 const CLI = `${ROOT}/bin/podwire`;
 const node = new TestNode({ podCIDRs: ['10.244.13.0/24'] });
+/** A container ID as runtimes make them: 64 hex digits. */
+const CONTAINER_ID = 'c0ffee0123456789abcdef0123456789abcdef0123456789abcdef0123456789';
 let pod = '';
 before(async () => {
   await node.setup();
   pod = await node.addPod('cli');
   const add = await node.cni({
     command: 'ADD',
-    containerId: 'cli-ctr-0123456789',
+    containerId: CONTAINER_ID,
     netns: pod,
     env: { CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=web;K8S_POD_NAME=frontend-1' },
   });
@@ -35,14 +37,18 @@ describe('podwire CLI', () => {
     assert.ok(j.openDescriptors > 0);
   });
 
-  test('pods: a table row with the pod, addresses, MAC and host port', async () => {
+  // The full container ID, pasteable into `podwire flows --pod` (which takes no prefix); the host
+  // veth's column is not called HOST PORT, a Kubernetes hostPort's name (issue 29).
+  test('pods: a table row with the pod, its full container ID, addresses, MAC and host veth', async () => {
     const r = await cli('pods');
     assert.equal(r.code, 0, r.stderr);
     const [header, row] = r.stdout.trim().split('\n');
-    assert.match(header as string, /^POD +CONTAINER +IFACE +NETWORK +ADDRESSES +MAC +HOST PORT +AGE$/);
+    assert.match(header as string, /^POD +CONTAINER +IFACE +NETWORK +ADDRESSES +MAC +HOST VETH +AGE$/);
     assert.match(
       row as string,
-      /^web\/frontend-1 +cli-ctr-0123 +eth0 +podwire +10\.244\.13\.2\/24 +0a:58:0a:f4:0d:02 +pw[0-9a-f]{13}#\d+ +\d+s$/,
+      new RegExp(
+        `^web/frontend-1 +${CONTAINER_ID} +eth0 +podwire +10\\.244\\.13\\.2/24 +0a:58:0a:f4:0d:02 +pw[0-9a-f]{13}#\\d+ +\\d+s$`,
+      ),
     );
     const rows = JSON.parse((await cli('pods', '--json')).stdout) as Array<{
       pod: string;

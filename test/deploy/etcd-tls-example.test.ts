@@ -121,21 +121,36 @@ describe('deploy/etcd-tls: the multi-node example with an etcd store over TLS', 
     assert.equal(config.cluster?.trafficMode, 'encap');
   });
 
-  test('the conflist is valid for the CNI layer and names the agent socket', () => {
+  // The conflist's chain is the single-node one's (issue 29: the example dropped portmap and
+  // bandwidth, so hostPort and the bandwidth annotations silently stopped working on several nodes).
+  test('the conflist is valid for the CNI layer, names the agent socket and chains what deploy/configmap.yaml chains', () => {
     const config = parseAgentConfig(agentYaml);
-    const list = JSON.parse(configMap.data['10-podwire.conflist'] ?? '') as {
-      cniVersion: string;
-      name: string;
-      plugins: Array<Record<string, unknown>>;
-    };
+    type List = { cniVersion: string; name: string; plugins: Array<Record<string, unknown>> };
+    const list = JSON.parse(configMap.data['10-podwire.conflist'] ?? '') as List;
     for (const plugin of list.plugins) {
       const conf = parseNetConf(
         JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }),
         'ADD',
       );
-      assert.equal(conf.type, 'podwire');
-      assert.equal(conf.socket ?? DEFAULT_CONFIG.socket, config.socket);
+      if (conf.type === 'podwire') assert.equal(conf.socket ?? DEFAULT_CONFIG.socket, config.socket);
     }
+    const single = JSON.parse(
+      findOne<ConfigMapObject>(base, 'ConfigMap').data['10-podwire.conflist'] ?? '',
+    ) as List;
+    assert.deepEqual(list.plugins, single.plugins);
+    assert.equal(list.cniVersion, single.cniVersion);
+  });
+
+  test("the patched installer finds each node's uplink from its InternalIP", () => {
+    const install = container(pod.initContainers ?? [], 'install-cni');
+    assert.equal(install.env?.find((e) => e.name === 'PODWIRE_UPLINK')?.value, 'node');
+    const original = findOne<DaemonSetObject>(base, 'DaemonSet').spec.template.spec;
+    const before = container(original.initContainers ?? [], 'install-cni');
+    assert.deepEqual(
+      install.env?.filter((e) => e.name !== 'PODWIRE_UPLINK'),
+      before.env,
+      'the rest of its environment as in deploy/daemonset.yaml',
+    );
   });
 
   test('the patched DaemonSet validates and has no unknown field', () => {

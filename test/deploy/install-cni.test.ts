@@ -5,7 +5,7 @@
  * VERSION and installed, the conflist last, nothing half-installed on failure, upgrades by rename.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   copyFileSync,
   mkdirSync,
@@ -21,7 +21,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { run } from '../../bed/exec.js';
+import { must, run } from '../../bed/exec.js';
+import { NamespaceSet } from '../../bed/namespaces.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
 import { DEPLOY_DIR, findOne, type K8sObject, loadManifests } from './manifests.js';
 
@@ -131,6 +132,34 @@ describe('install-cni.mjs', () => {
         'no temp file left',
       );
       assert.match(r.stderr, /"msg":"installed"/);
+      assert.doesNotMatch(r.stderr, /"level":"warn"/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  // Depends on configsBefore (install-cni.mjs): the old installer said nothing, and the runtime went
+  // on using the other file.
+  test("another CNI configuration that sorts before podwire's: installed, with a warning naming it", async () => {
+    const b = bed();
+    try {
+      for (const f of ['05-other.conflist', '00-flannel.conf', '00-readme.txt', '99-late.conflist'])
+        writeFileSync(b.path(`net/${f}`), '{}');
+      const r = await install(b, { PODWIRE_POD_CIDRS: 'config' });
+      assert.equal(r.code, 0, r.stderr);
+      const warn = r.stderr
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { level: string; msg: string; before?: string[]; dir?: string })
+        .find((l) => l.level === 'warn');
+      assert.ok(warn, r.stderr);
+      assert.match(
+        warn.msg,
+        /^CNI configuration that sorts before 10-podwire\.conflist: runtimes use the first file/,
+      );
+      assert.deepEqual(warn.before, ['00-flannel.conf', '05-other.conflist']);
+      assert.equal(warn.dir, b.path('net'));
+      assert.equal(readFileSync(b.path('net/10-podwire.conflist'), 'utf8'), CONFLIST);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
     }
@@ -301,4 +330,114 @@ describe('install-cni.mjs', () => {
       }
     });
   }
+});
+
+/**
+ * PODWIRE_UPLINK=node, against a host's real interfaces: the installer runs in a throwaway network
+ * namespace (as the init container runs in the host's) that has an uplink named `ul7` holding the
+ * Node's InternalIP; the fake API server runs there too, so that the installer reaches it on loopback.
+ */
+describe('install-cni.mjs: the uplink from the Node', () => {
+  const ETCD_TLS = findOne<K8sObject & { data: Record<string, string> }>(
+    loadManifests(join(DEPLOY_DIR, 'etcd-tls')),
+    'ConfigMap',
+  );
+  const namespaces = new NamespaceSet();
+  let ns = '';
+  let api: ChildProcess | undefined;
+  let url = '';
+  const NODES = {
+    'node-ul7': {
+      spec: { podCIDRs: ['10.244.7.0/24'] },
+      status: {
+        addresses: [
+          { type: 'Hostname', address: 'node-ul7' },
+          { type: 'InternalIP', address: '192.0.2.7' },
+        ],
+      },
+    },
+    'node-elsewhere': {
+      spec: { podCIDRs: ['10.244.8.0/24'] },
+      status: { addresses: [{ type: 'InternalIP', address: '192.0.2.99' }] },
+    },
+  };
+  before(async () => {
+    ns = await namespaces.add('install-uplink');
+    await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await must('ip', ['-n', ns, 'link', 'add', 'ul7', 'type', 'veth', 'peer', 'name', 'ul7-peer']);
+    await must('ip', ['-n', ns, 'addr', 'add', '192.0.2.7/24', 'dev', 'ul7']);
+    await must('ip', ['-n', ns, 'link', 'set', 'ul7', 'up']);
+    // Running (its peer up too): Node.js lists only the addresses of running interfaces.
+    await must('ip', ['-n', ns, 'link', 'set', 'ul7-peer', 'up']);
+    const server = `
+      const nodes = ${JSON.stringify(NODES)};
+      require('node:http').createServer((req, res) => {
+        const name = decodeURIComponent((/^\\/api\\/v1\\/nodes\\/([^/]+)$/.exec(req.url) ?? [])[1] ?? '');
+        const node = nodes[name];
+        if (req.headers.authorization !== 'Bearer ${TOKEN}' || !node) return res.writeHead(404).end('{}');
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Node', metadata: { name }, ...node }));
+      }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+    const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', server], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    api = child;
+    const port = await new Promise<string>((resolve, reject) => {
+      child.stdout?.once('data', (d: Buffer) => resolve(d.toString().trim()));
+      child.once('exit', (code) => reject(new Error(`fake API server exited ${code}`)));
+    });
+    url = `http://127.0.0.1:${port}`;
+  });
+  after(async () => {
+    api?.kill();
+    await namespaces.cleanup();
+  });
+
+  const installIn = (b: Bed, env: NodeJS.ProcessEnv) =>
+    run('ip', [
+      'netns',
+      'exec',
+      ns,
+      'env',
+      ...Object.entries({ ...b.env, PODWIRE_API_SERVER: url, ...env }).map(([k, v]) => `${k}=${v}`),
+      process.execPath,
+      SCRIPT,
+    ]);
+
+  // Depends on nodeUplink (install-cni.mjs): the old installer kept the ConfigMap's one uplink for
+  // every node (eth0 here, which this namespace does not have).
+  test("PODWIRE_UPLINK=node: uplink is the interface holding the Node's InternalIP", async () => {
+    const b = bed({ conflist: ETCD_TLS.data['10-podwire.conflist'] });
+    try {
+      writeFileSync(b.path('in/agent.yaml'), ETCD_TLS.data['agent.yaml'] as string);
+      const r = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
+      assert.equal(r.code, 0, r.stderr);
+      const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
+      assert.equal(rendered.cluster?.uplink, 'ul7');
+      assert.deepEqual(rendered.podCIDRs, ['10.244.7.0/24']);
+      assert.match(r.stderr, /"msg":"uplink from the node".*"uplink":"ul7"/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
+  test('PODWIRE_UPLINK=node and no interface with the InternalIP: fails naming it, installs nothing', async () => {
+    const b = bed({ conflist: ETCD_TLS.data['10-podwire.conflist'] });
+    try {
+      writeFileSync(b.path('in/agent.yaml'), ETCD_TLS.data['agent.yaml'] as string);
+      const r = await installIn(b, { NODE_NAME: 'node-elsewhere', PODWIRE_UPLINK: 'node' });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        /PODWIRE_UPLINK=node: no interface of this host holds node node-elsewhere's InternalIP 192\.0\.2\.99/,
+      );
+      assert.deepEqual(installed(b), []);
+      // Without a cluster: section there is no uplink to set.
+      writeFileSync(b.path('in/agent.yaml'), AGENT_YAML);
+      const single = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
+      assert.equal(single.code, 1);
+      assert.match(single.stderr, /PODWIRE_UPLINK=node: agent\.yaml has no cluster: section/);
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
 });

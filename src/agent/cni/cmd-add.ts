@@ -3,7 +3,7 @@
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
 import { setImmediate } from 'node:timers/promises';
-import { InterfaceExistsError, NotAvailableError } from '../../base/errors.js';
+import { AlreadyAllocatedError, InterfaceExistsError, NotAvailableError } from '../../base/errors.js';
 import { podMac } from '../../base/pod-mac.js';
 import type { Attachment, CniResult, CniRoute } from '../../cni/types.js';
 import type { PodPort } from '../../datapath/datapath.js';
@@ -57,6 +57,14 @@ export async function cmdAdd(
     // a new attachment in the same namespace waits for deletions in flight before it calls it taken.
     if (podNl.linkByName(att.ifname)) await nl.deletionsSettled();
     if (podNl.linkByName(att.ifname)) {
+      // This attachment ADDed already: say that (102 with its addresses, as IPAM says when the second
+      // ADD names another namespace), not just that the name is taken, which hides why.
+      const held = ipam.lookup(att).map((a) => a.ip);
+      if (held.length > 0) {
+        throw new AlreadyAllocatedError(
+          `container ${att.containerId} interface ${att.ifname} already holds ${held.join(', ')} (its ${att.ifname} is in ${netnsPath}): ADD was called twice; DEL it first`,
+        );
+      }
       throw new InterfaceExistsError(`CNI_IFNAME: ${att.ifname} already exists in ${netnsPath}`);
     }
 

@@ -10,7 +10,7 @@ import { parseEnv, podIdentity } from '../../cni/env.js';
 import { toCniErrorObject } from '../../cni/errors.js';
 import { formatResult, formatVersionResult } from '../../cni/result.js';
 import { CNI_COMMANDS, type CniEnv, type NetConf } from '../../cni/types.js';
-import { LATEST_VERSION } from '../../cni/versions.js';
+import { isSupportedVersion, LATEST_VERSION } from '../../cni/versions.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import type { CniMetrics } from '../ops/metrics.js';
@@ -33,11 +33,12 @@ export interface CniAnswer {
 
 /**
  * Best-effort cniVersion for an error answer, read before (or despite) validation. Undecodable stdin:
- * the validation reports it; the error object still needs a version.
+ * the validation reports it; the error object still needs a version. A version podwire does not
+ * speak is not echoed: the error refusing "9.9.9" must not itself claim to be a 9.9.9 object.
  */
 function versionHint(stdin: DecodedStdin): string {
   const v = stdin.value?.cniVersion;
-  return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
+  return typeof v === 'string' && isSupportedVersion(v) ? v : LATEST_VERSION;
 }
 
 export class CniDispatcher {

@@ -125,11 +125,20 @@ export class CniServer {
     this.#sockets.add(sock);
     const chunks: Buffer[] = [];
     let size = 0;
+    /** The environment block's length from the header, once its 4 bytes are in. */
+    let declared: number | undefined;
+    let refused = false;
     const deadline = setTimeout(() => sock.destroy(), REQUEST_READ_TIMEOUT_MS);
     sock.on('data', (chunk: Buffer) => {
-      if (size > MAX_REQUEST) return; // refused already: the rest is read and dropped
+      if (refused) return; // the rest is read and dropped
       size += chunk.length;
-      if (size > MAX_REQUEST) {
+      chunks.push(chunk);
+      // Also a header that declares more than the limit, answered at once rather than after the
+      // deadline: what a client of another protocol sends (the CLI's JSON line, '{' = 0x7b, when its
+      // --socket names this socket instead of control.sock) is told at once that this is not it.
+      if (declared === undefined && size >= 4) declared = Buffer.concat(chunks).readUInt32BE(0);
+      if (size > MAX_REQUEST || (declared ?? 0) > MAX_REQUEST) {
+        refused = true;
         // The answer goes out and the write side is ended, but the rest of the request is still
         // read (and dropped) until the sender's EOF or the deadline above. Closing with it unread
         // would hit the relay with EPIPE or ECONNRESET while it is still sending, and an older relay
@@ -139,17 +148,19 @@ export class CniServer {
           stdout: JSON.stringify({
             cniVersion: LATEST_VERSION,
             code: 6,
-            msg: `request larger than ${MAX_REQUEST} bytes`,
+            msg:
+              size > MAX_REQUEST
+                ? `request larger than ${MAX_REQUEST} bytes`
+                : `request header declares ${declared} bytes of environment, more than a request may have (${MAX_REQUEST} bytes): not a podwire relay request`,
           }),
         });
         chunks.length = 0;
         return;
       }
-      chunks.push(chunk);
     });
     sock.on('end', () => {
       clearTimeout(deadline);
-      if (size > MAX_REQUEST) return;
+      if (refused) return;
       let answer: Promise<RelayAnswer>;
       try {
         answer = handle(decodeRequest(Buffer.concat(chunks)));
@@ -174,8 +185,10 @@ export class CniServer {
     });
   }
 
+  /** A result or error object ends with a newline: at a shell, the prompt comes on a line of its own. */
   #reply(sock: Socket, a: RelayAnswer): void {
     if (sock.destroyed) return;
-    sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(a.stdout)]));
+    const stdout = a.stdout === '' || a.stdout.endsWith('\n') ? a.stdout : `${a.stdout}\n`;
+    sock.end(Buffer.concat([Buffer.from([a.exitCode & 0xff]), Buffer.from(stdout)]));
   }
 }

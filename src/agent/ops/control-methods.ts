@@ -98,11 +98,15 @@ async function pods(ctx: AgentContext): Promise<PodRow[]> {
   return [...rows.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
 
+/**
+ * Sizes and counts are decimal strings, all of them: an IPv6 range's size is past 2^53, which a JSON
+ * number does not keep exactly in most readers (JavaScript's among them).
+ */
 export interface IpamRow {
   range: string;
   size: string;
   /** Taken addresses, unreadable claims included. */
-  used: number;
+  used: string;
   /** Claims the store cannot read: taken, owner unknown (store.ts, `UnreadableClaim`). */
   unreadable: Array<{ ip: string; file: string; reason: string }>;
 }
@@ -113,7 +117,7 @@ async function ipamUsage(ctx: AgentContext): Promise<IpamRow[]> {
   return ctx.ipam.usage().map((r) => ({
     range: r.rangeId,
     size: r.size.toString(),
-    used: r.used,
+    used: String(r.used),
     unreadable: unreadable
       .filter((c) => c.rangeId === r.rangeId)
       .map((c) => ({ ip: c.ip, file: c.where, reason: c.reason })),

@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:http';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
+import { notFound } from './http-not-found.js';
 import { listenHostPort } from './listen-tcp.js';
 
 export const DEFAULT_HEALTH_ADDRESS = '127.0.0.1:9109';
@@ -49,7 +50,12 @@ export class HealthServer {
       if (req.method === 'GET' && req.url === '/livez') answer(this.live());
       else if (req.method === 'GET' && req.url === '/readyz')
         ready(ctx).then(answer, (err: unknown) => answer({ ok: false, checks: { ready: String(err) } }));
-      else res.writeHead(404).end('not found: GET /livez or /readyz\n');
+      else
+        res
+          .writeHead(404, { 'content-type': 'text/plain; charset=utf-8' })
+          .end(
+            `${notFound(req.method, req.url)}: this is the health port (healthAddress), which serves GET /livez and GET /readyz; metrics (GET /metrics) are on metricsAddress\n`,
+          );
     });
   }
 

@@ -32,16 +32,17 @@ export async function nodeIdentities(ctx: AgentContext): Promise<NodeIdentities>
     const c = parseCidr(text);
     entries.push({ ip: formatIp(c.family, c.gateway), mac: gwMac, owner: `gateway ${gw}` });
   }
-  const byAttachment = new Map<string, { ips: string[]; pod: string | undefined }>();
+  const byAttachment = new Map<string, { ips: string[]; pod: string }>();
   for (const c of await ctx.ipam.list()) {
     const key = attachmentKey(c);
-    const row = byAttachment.get(key) ?? { ips: [], pod: c.pod };
+    // A pod the runtime named no Kubernetes pod for goes by its container ID, as in `podwire pods`.
+    const row = byAttachment.get(key) ?? { ips: [], pod: c.pod ?? c.containerId };
     row.ips.push(c.ip);
     byAttachment.set(key, row);
   }
-  for (const [key, row] of byAttachment) {
+  for (const row of byAttachment.values()) {
     const mac = podMac(row.ips);
-    for (const ip of row.ips) entries.push({ ip, mac, owner: `pod ${row.pod ?? key}` });
+    for (const ip of row.ips) entries.push({ ip, mac, owner: `pod ${row.pod}` });
   }
   // Pool pods of every node share the underlay: their MAC follows their address too.
   const local = new Set(entries.map((e) => e.ip));

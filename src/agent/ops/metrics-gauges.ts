@@ -50,7 +50,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       name: 'podwire_ipam_addresses_size',
       help: 'Addresses pods can receive in each pod CIDR.',
       type: 'gauge',
-      read: () => ctx.ipam.usage().map((u) => ({ labels: { range: u.rangeId }, value: Number(u.size) })),
+      read: () => ctx.ipam.usage().map((u) => ({ labels: { range: u.rangeId }, value: u.size })),
     },
     {
       name: 'podwire_ipam_unreadable_claims',

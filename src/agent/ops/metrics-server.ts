@@ -1,6 +1,7 @@
 /** The Prometheus endpoint: GET /metrics on the configured address; off unless configured. */
 import { createServer, type Server } from 'node:http';
 import type { Logger } from '../log.js';
+import { notFound } from './http-not-found.js';
 import { listenHostPort } from './listen-tcp.js';
 import { type Counter, type Histogram, renderSampled, type Sampled } from './metrics.js';
 
@@ -12,7 +13,11 @@ export class MetricsServer {
     this.#log = log;
     this.#server = createServer((req, res) => {
       if (req.method !== 'GET' || (req.url !== '/metrics' && req.url !== '/')) {
-        res.writeHead(404).end('not found: GET /metrics\n');
+        res
+          .writeHead(404, { 'content-type': 'text/plain; charset=utf-8' })
+          .end(
+            `${notFound(req.method, req.url)}: this is the metrics port (metricsAddress), which serves GET /metrics only; the probes /livez and /readyz are on healthAddress\n`,
+          );
         return;
       }
       Promise.all(sampled.map(renderSampled)).then(

@@ -75,13 +75,19 @@ export class Histogram {
   }
 }
 
-/** A metric whose samples are read from the agent when scraped (a gauge, or a counter kept elsewhere). */
+/**
+ * A metric whose samples are read from the agent when scraped (a gauge, or a counter kept elsewhere).
+ * A bigint value is printed exactly: an IPv6 range's size is past 2^53, where a number is rounded
+ * (a /64 printed as 18446744073709552000, not the CLI's 18446744073709551614).
+ */
 export interface Sampled {
   name: string;
   help: string;
   type: 'gauge' | 'counter';
-  read(): Array<{ labels: Labels; value: number }> | Promise<Array<{ labels: Labels; value: number }>>;
+  read(): SampleList | Promise<SampleList>;
 }
+
+type SampleList = Array<{ labels: Labels; value: number | bigint }>;
 
 export async function renderSampled(g: Sampled): Promise<string> {
   const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} ${g.type}`];

@@ -26,7 +26,7 @@ export interface NodeState {
   /** The node's records of pool addresses (stateDir/pool-ipam), one file per address. */
   poolRecords: string[];
   agentPods: unknown;
-  agentIpamUsed: number[];
+  agentIpamUsed: string[];
   nft: string;
   ovsPorts?: string[];
   ovsInterfaces?: string[];
@@ -35,7 +35,7 @@ export interface NodeState {
 
 export async function stateOf(node: FaultNode, pod: string): Promise<NodeState> {
   const control = controlSocketPath(node.socket);
-  const usage = (await callAgent(control, 'ipam')) as Array<{ used: number }>;
+  const usage = (await callAgent(control, 'ipam')) as Array<{ used: string }>;
   const nft = await run('ip', ['netns', 'exec', node.nodeNs, 'nft', 'list', 'ruleset']);
   const state: NodeState = {
     nodeLinks: (await linkNames(node.nodeNs)).sort(),
