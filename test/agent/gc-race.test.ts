@@ -36,7 +36,6 @@ test('podwire gc during a burst of 20 ADDs releases nothing that a pod holds', a
   );
   const sweep = () => callAgent(controlSocketPath(node.socket), 'gc') as Promise<ReconcileReport>;
   let done = false;
-  let sweeps = 0;
   let sweeping: Promise<void> | undefined;
   try {
     for (const deadline = Date.now() + 30_000; node.claims().length < 20; await sleep(20)) {
@@ -49,7 +48,6 @@ test('podwire gc during a burst of 20 ADDs releases nothing that a pod holds', a
     sweeping = (async () => {
       while (!done) {
         assert.deepEqual((await sweep()).released, []);
-        sweeps++;
       }
     })();
   } finally {

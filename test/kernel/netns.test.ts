@@ -20,7 +20,14 @@ before(async () => {
   target = await spaces.add('netns');
   await must('ip', ['-n', target, 'link', 'add', 'pwtdummy0', 'type', 'veth', 'peer', 'name', 'pwtdummy1']);
   // A value set here, not one a new namespace copies from the host (forwarding follows ip_forward).
-  await must('ip', ['netns', 'exec', target, 'sysctl', '-qw', 'net.ipv4.neigh.pwtdummy0.retrans_time_ms=2000']);
+  await must('ip', [
+    'netns',
+    'exec',
+    target,
+    'sysctl',
+    '-qw',
+    'net.ipv4.neigh.pwtdummy0.retrans_time_ms=2000',
+  ]);
   home = NetnsHandle.current();
   assert.ok(home);
 });
