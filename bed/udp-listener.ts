@@ -15,10 +15,13 @@ s.bind(('::' if family == socket.AF_INET6 else '0.0.0.0', int(sys.argv[2])))
 s.settimeout(0.1)
 print('ready', flush=True)
 end = time.time() + float(sys.argv[3])
+until = sys.argv[4] if len(sys.argv) > 4 else None
 while time.time() < end:
     try:
         d, a = s.recvfrom(200)
         print(a[0], d.decode(errors='replace'), flush=True)
+        if until is not None and d.decode(errors='replace') == until:
+            end = min(end, time.time() + 0.5)
     except socket.timeout:
         pass
 `;
@@ -32,19 +35,20 @@ export interface Heard {
 /**
  * Listens in `ns` on UDP `port` (any address of the family) for `seconds`: resolves once the socket
  * is bound; `heard` resolves, once the listener has exited, with what it received. The process ends
- * by itself after `seconds`.
+ * by itself after `seconds`, or half a second after a datagram whose payload is `until` (the genuine
+ * one a test sends last): a window long enough for a loaded machine, and no longer than needed.
  */
 export async function udpListener(
   ns: string,
   family: 4 | 6,
   port: number,
   seconds: number,
+  until?: string,
 ): Promise<{ heard: Promise<Heard[]> }> {
-  const child = spawn(
-    'ip',
-    ['netns', 'exec', ns, '/usr/bin/python3', '-u', '-c', UDP_LISTEN, `${family}`, `${port}`, `${seconds}`],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const args = [`${family}`, `${port}`, `${seconds}`, ...(until === undefined ? [] : [until])];
+  const child = spawn('ip', ['netns', 'exec', ns, '/usr/bin/python3', '-u', '-c', UDP_LISTEN, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (b: Buffer) => {

@@ -78,7 +78,7 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
 
     /** Listens in `pod` while `act` runs; each datagram it heard as "SOURCE PAYLOAD". */
     async function heard(pod: { ns: string }, act: () => Promise<void>): Promise<string[]> {
-      const listener = await udpListener(pod.ns, 4, PORT, 6);
+      const listener = await udpListener(pod.ns, 4, PORT, 30, 'genuine');
       await act();
       return (await listener.heard).map((h) => `${h.from} ${h.payload}`);
     }

@@ -57,7 +57,7 @@ for (const datapath of datapaths) {
       const mac = link?.address as string;
       await scapy?.close();
       scapy = await ScapySender.start(podNs);
-      const listener = await udpListener(node.nodeNs, 4, 67, 3);
+      const listener = await udpListener(node.nodeNs, 4, 67, 20, 'genuine');
       for (const [dst, payload] of [
         ['01:80:c2:00:00:0e', 'link-local'],
         ['ff:ff:ff:ff:ff:ff', 'broadcast'],
@@ -133,7 +133,7 @@ for (const datapath of datapaths) {
       await must('ip', ['-n', node.nodeNs, 'link', 'set', 'pw-adm', 'up']);
       await must('ip', ['-n', adminNs, 'addr', 'add', '192.168.99.2/24', 'dev', 'eth0']);
       await must('ip', ['-n', adminNs, 'link', 'set', 'eth0', 'up']);
-      const listener = await udpListener(node.nodeNs, 4, 67, 2);
+      const listener = await udpListener(node.nodeNs, 4, 67, 20, 'admin');
       await must('ip', [
         ...['netns', 'exec', adminNs, '/usr/bin/python3', '-c'],
         "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'admin', ('192.168.99.1', 67))",

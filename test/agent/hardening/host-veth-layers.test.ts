@@ -55,7 +55,7 @@ for (const datapath of datapaths) {
 
     /** Forged datagrams (another pod's source) to the gateway address, then a genuine one: what the node heard. */
     async function forgedThenGenuine(family: 4 | 6): Promise<string[]> {
-      const listener = await udpListener(node.nodeNs, family, PORT, 3);
+      const listener = await udpListener(node.nodeNs, family, PORT, 20, 'genuine');
       for (const dst of dsts) {
         const ip = family === 4 ? `IP(src='${OTHER4}', dst='${GW4}')` : `IPv6(src='${OTHER6}', dst='${GW6}')`;
         await (scapy as ScapySender).send(
