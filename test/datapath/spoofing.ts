@@ -21,8 +21,10 @@ import { resultIps, TestNode } from '../../bed/node.js';
 import { OVS_DATAPATH } from '../../bed/ovs.js';
 import { udpListener } from '../../bed/udp-listener.js';
 import { eui64LinkLocal } from '../../src/base/mac.js';
+import { sendChecksumForgery } from './checksum-forge.js';
 import { podMacOf } from './ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from './ovs/scapy-sender.js';
+import { PYTHON } from './ovs/traffic.js';
 import {
   ALL_NODES_MAC,
   BCAST,
@@ -433,6 +435,52 @@ except socket.timeout:
       const [v4, v6] = await Promise.all(got);
       assert.equal(v4?.stdout.trim(), '', `the node received a forged IPv4 packet from ${v4?.stdout.trim()}`);
       assert.equal(v6?.stdout.trim(), '', `the node received a forged IPv6 packet from ${v6?.stdout.trim()}`);
+    });
+
+    // Issue 25, finding 1 (checksum-forge.ts): IPv6 fragments through the gateway, which the node
+    // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
+    // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
+    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
+    // before the frame leaves, and the guard (ip6_guard / table 40) sees the forged source.
+    test('a pod that leaves its checksum to the node cannot rewrite its source after the guard', async () => {
+      const a = attacker;
+      const port = 5601;
+      const victim = await udpListener(third.ns, 6, port, patient(4000) / 1000);
+      for (const forged of [neighbour.v6, GW6]) {
+        await sendChecksumForgery(a.ns, {
+          kind: 'udp6',
+          iface: 'eth0',
+          mac: a.mac,
+          dstMac: gwMac,
+          real: a.v6,
+          forged,
+          dst: third.v6,
+          port,
+          payload: 'forged',
+          repeat: 400,
+          frag: 1000,
+          count: 2,
+        });
+      }
+      // Genuine: the same size, fragmented by the pod's own kernel, and a small one.
+      await must('ip', [
+        'netns',
+        'exec',
+        a.ns,
+        PYTHON,
+        '-c',
+        `import socket,sys
+s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.sendto(b'genuine' * 400, (sys.argv[1], ${port}))
+s.sendto(b'genuine', (sys.argv[1], ${port}))`,
+        third.v6,
+      ]);
+      const heard = await victim.heard;
+      assert.ok(
+        heard.some((h) => h.payload.startsWith('genuine')),
+        'the genuine datagrams arrived',
+      );
+      assert.deepEqual([...new Set(heard.map((h) => h.from))], [a.v6], 'the sources the victim heard');
     });
 
     test('legitimate traffic is unchanged: ARP, IPv4 and IPv6 between pods, to the gateway, DAD', async () => {
