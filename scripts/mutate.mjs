@@ -597,6 +597,18 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/ovs/openflow/real-switch.test.js'],
   },
+  {
+    id: 'linux-bridge-pod-tx-checksumming',
+    what: 'Linux bridge: pods keep transmit checksumming (a pending checksum is completed after the guard)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'podTxChecksumming = false;',
+        'podTxChecksumming = true;',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
+  },
 ];
 
 function build() {
