@@ -672,7 +672,10 @@ function runFiles(tests, env) {
     const timer = setTimeout(() => child.kill('SIGTERM'), FILE_TIMEOUT_MS * files.length);
     child.on('close', (code) => {
       clearTimeout(timer);
-      const failed = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
+      // A todo test that fails is a known open gap (node:test does not fail the file for it).
+      const failed = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)]
+        .map((m) => m[1])
+        .filter((t) => !/ # TODO\b/.test(t));
       const skipped = [...out.matchAll(/^\s*ok \d+ - (.*) # SKIP(.*)$/gm)].map((m) => `${m[1]}:${m[2]}`);
       resolvePromise({ code, failed, skipped, seconds: (Date.now() - started) / 1000, out });
     });

