@@ -11,7 +11,9 @@
  * the UDP checksum is the one of the forged datagram, so the receiver takes it.
  *
  * With transmit checksumming off on the pod's interface, the pod's own kernel completes the checksum
- * before the frame leaves (validate_xmit_skb): the guard sees the forged word and drops the frame.
+ * before the frame leaves (validate_xmit_skb): the guard sees the forged word and drops the frame (or,
+ * for fragments aimed at the node's reassembled packet, the word lands in the destination address).
+ * Decision 32.
  */
 import { must } from '../../bed/exec.js';
 import { PYTHON } from './ovs/traffic.js';

@@ -452,7 +452,8 @@ except socket.timeout:
     // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
     // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
     // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
-    // before the frame leaves, and the guard (ip6_guard / table 40) sees the forged source.
+    // before the frame leaves, per fragment, where the word aimed at the reassembled packet is part of
+    // the destination address, so the datagram never reaches the victim. Decision 32.
     /**
      * The forgery (checksum-forge.ts) through the gateway, judged by what the victim's socket heard;
      * `beforeGenuine` runs between the forged datagrams and the genuine ones.
