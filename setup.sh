@@ -45,7 +45,7 @@ done
 [ "${CI:-}" = "true" ] && start=0
 
 packages=(iproute2 tcpdump arping iputils-ping curl containernetworking-plugins python3-scapy build-essential
-  podman runc busybox-static openvswitch-switch etcd-server nftables iptables openssl)
+  podman runc busybox-static openvswitch-switch etcd-server nftables iptables openssl iperf3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

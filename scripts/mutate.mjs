@@ -836,6 +836,18 @@ const MUTATIONS = [
     edits: [['src/agent/cni/cni-dispatch.js', 'isSupportedVersion(v) ? v', "v !== '' ? v"]],
     tests: ['test/agent/bad-input.test.js'],
   },
+  {
+    id: 'linux-bridge-pod-tx-checksumming',
+    what: 'Linux bridge: pods keep transmit checksumming (a pending checksum is completed after the guard)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/bridge-datapath.js',
+        'podTxChecksumming = false;',
+        'podTxChecksumming = true;',
+      ],
+    ],
+    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
+  },
 ];
 
 function build() {
@@ -899,7 +911,10 @@ function runFiles(tests, env) {
     const timer = setTimeout(() => child.kill('SIGTERM'), FILE_TIMEOUT_MS * files.length);
     child.on('close', (code) => {
       clearTimeout(timer);
-      const failed = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
+      // A todo test that fails is a known open gap (node:test does not fail the file for it).
+      const failed = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)]
+        .map((m) => m[1])
+        .filter((t) => !/ # TODO\b/.test(t));
       const skipped = [...out.matchAll(/^\s*ok \d+ - (.*) # SKIP(.*)$/gm)].map((m) => `${m[1]}:${m[2]}`);
       resolvePromise({ code, failed, skipped, seconds: (Date.now() - started) / 1000, out });
     });

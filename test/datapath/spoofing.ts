@@ -17,13 +17,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { patient } from '../../bed/emulation.js';
 import { ipJson, must, run } from '../../bed/exec.js';
 import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
+import { netnsPath } from '../../bed/namespaces.js';
 import { resultIps, TestNode } from '../../bed/node.js';
 import { OVS_DATAPATH } from '../../bed/ovs.js';
 import { capture } from '../../bed/tcpdump.js';
 import { udpListener } from '../../bed/udp-listener.js';
 import { eui64LinkLocal } from '../../src/base/mac.js';
+import { EthtoolSocket } from '../../src/kernel/ethtool.js';
+import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
+import { sendChecksumForgery } from './checksum-forge.js';
 import { podMacOf } from './ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from './ovs/scapy-sender.js';
+import { PYTHON } from './ovs/traffic.js';
 import {
   ALL_NODES_MAC,
   BCAST,
@@ -39,6 +44,14 @@ import { invalidEgressTests } from './spoofing-egress.js';
 import { neighbourDiscoveryGuardTests } from './spoofing-nd.js';
 
 const METRICS_PORT = 9417;
+
+/** Equivalent to: `ip netns exec NS ethtool -K eth0 tx on|off`, as a pod with CAP_NET_ADMIN may. */
+function setPodTxChecksumming(ns: string, on: boolean): void {
+  using home = NetnsHandle.current();
+  using pod = NetnsHandle.open(netnsPath(ns));
+  using eth = inNetns(pod, home, () => EthtoolSocket.open());
+  eth.setTxChecksumming('eth0', on);
+}
 
 /** A neighbour entry refreshed less than locktime (1 s) ago ignores an ARP that would change it. */
 const ARP_LOCKTIME_MS = 1100;
@@ -476,6 +489,74 @@ except socket.timeout:
       const [v4, v6] = await Promise.all(got);
       assert.equal(v4?.stdout.trim(), '', `the node received a forged IPv4 packet from ${v4?.stdout.trim()}`);
       assert.equal(v6?.stdout.trim(), '', `the node received a forged IPv6 packet from ${v6?.stdout.trim()}`);
+    });
+
+    // Issue 25, finding 1 (checksum-forge.ts): IPv6 fragments through the gateway, which the node
+    // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
+    // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
+    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
+    // before the frame leaves, per fragment, where the word aimed at the reassembled packet is part of
+    // the destination address, so the datagram never reaches the victim. Decision 32.
+    /**
+     * The forgery (checksum-forge.ts) through the gateway, judged by what the victim's socket heard;
+     * `beforeGenuine` runs between the forged datagrams and the genuine ones.
+     */
+    async function forgedThroughGateway(port: number, beforeGenuine = () => {}): Promise<void> {
+      const a = attacker;
+      const victim = await udpListener(third.ns, 6, port, patient(8000) / 1000);
+      await sendChecksumForgery(a.ns, {
+        kind: 'udp6',
+        iface: 'eth0',
+        mac: a.mac,
+        dstMac: gwMac,
+        real: a.v6,
+        forged: [neighbour.v6, GW6],
+        dst: third.v6,
+        port,
+        payload: 'forged',
+        repeat: 400,
+        frag: 1000,
+        count: 2,
+      });
+      beforeGenuine();
+      // Genuine: the same size, fragmented by the pod's own kernel, and a small one.
+      await must('ip', [
+        'netns',
+        'exec',
+        a.ns,
+        PYTHON,
+        '-c',
+        `import socket,sys
+s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.sendto(b'genuine' * 400, (sys.argv[1], ${port}))
+s.sendto(b'genuine', (sys.argv[1], ${port}))`,
+        third.v6,
+      ]);
+      const heard = await victim.heard;
+      assert.ok(
+        heard.some((h) => h.payload.startsWith('genuine')),
+        `the genuine datagrams arrived: ${JSON.stringify(heard)}`,
+      );
+      assert.deepEqual([...new Set(heard.map((h) => h.from))], [a.v6], 'the sources the victim heard');
+    }
+
+    test('a pod that leaves its checksum to the node cannot rewrite its source after the guard', () =>
+      forgedThroughGateway(5601));
+
+    // A pod with CAP_NET_ADMIN in its own namespace turns transmit checksumming back on (`ethtool -K
+    // eth0 tx on`), then attacks. Nothing on the node's side completes a pending checksum before the
+    // Linux bridge's guard (decision 32: an IFB hop would, at a cost not taken); OVS's userspace
+    // datapath forwards the frame as it is, and the victim drops it for its checksum (as it would the
+    // pod's own TCP and UDP, decision 8: so the genuine datagrams go out with it off again).
+    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', {
+      todo: datapath === 'linux-bridge' && 'open on the Linux bridge: decision 32',
+    }, async () => {
+      setPodTxChecksumming(attacker.ns, true);
+      try {
+        await forgedThroughGateway(5602, () => setPodTxChecksumming(attacker.ns, false));
+      } finally {
+        setPodTxChecksumming(attacker.ns, false);
+      }
     });
 
     test('legitimate traffic is unchanged: ARP, IPv4 and IPv6 between pods, to the gateway, DAD', async () => {

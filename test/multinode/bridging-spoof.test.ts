@@ -14,12 +14,14 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestCluster } from '../../bed/cluster.js';
 import { ipJson, type Run } from '../../bed/exec.js';
-import { ROOT } from '../../bed/node.js';
+import { ROOT, resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { pingFrom } from '../../bed/traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from '../../bed/underlay.js';
 import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import type { AuditReport } from '../../src/arp/audit.js';
+import { EtcdStore } from '../../src/cluster/etcd-store.js';
+import { sendChecksumForgery } from '../datapath/checksum-forge.js';
 import { podMacOf } from '../datapath/ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from '../datapath/ovs/scapy-sender.js';
 import { reportOvsSkip } from '../datapath/ovs-skip.js';
@@ -144,6 +146,86 @@ for (const datapath of DATAPATHS) {
         JSON.stringify(r.rows),
       );
       assert.equal((await a.node.cni({ command: 'DEL', containerId: 'claimer', netns: podNs })).code, 0);
+    });
+
+    // Issue 25, finding 1 (test/datapath/checksum-forge.ts): a pool pod's gratuitous ARP with its own
+    // sender IP, which the ARP guard approves, and a pending checksum aimed at the sender IP's low
+    // word; the uplink (a NIC, no transmit checksumming) completes it, writing the node's address.
+    // Depends on transmit checksumming being off on the pod's interface (`podTxChecksumming: false`,
+    // src/agent/cni/cmd-add.ts): the pod's kernel then writes the word itself, and the guard drops it.
+    test("a pool pod's ARP whose sender IP is rewritten after the guard moves no underlay host's entry", async () => {
+      const [a, b] = cluster.members;
+      const etcd = cluster.etcd;
+      if (!a || !b || !etcd) throw new Error('bed');
+      const store = await EtcdStore.open({
+        endpoints: [etcd.endpoint],
+        connect: etcd.connect,
+        requestTimeoutMs: 8000,
+      });
+      try {
+        await store.pools.createPool({
+          name: 'csum',
+          ranges: ['172.30.0.120-172.30.0.121'],
+          subnet: { gateway: '172.30.0.254', prefixLength: 24 },
+          vlan: 0,
+        });
+        const podNs = await a.node.addPod('csum');
+        const add = await a.node.cni({
+          command: 'ADD',
+          containerId: 'csum',
+          netns: podNs,
+          env: { CNI_ARGS: 'PODWIRE_POOL=csum' },
+        });
+        assert.equal(add.code, 0, add.stdout);
+        const podMac = podMacOf(add).toLowerCase();
+        const podIp = resultIps(add)[0] as string;
+        const gw = datapath === 'ovs' ? 'podwire-gw0' : 'podwire0';
+        const [g] = await ipJson<Array<{ address: string }>>(a.underlay.ns, ['link', 'show', gw]);
+        const aMac = g?.address.toLowerCase();
+        assert.ok(aMac);
+        for (const ns of [b.underlay.ns, host.ns, cluster.underlay.ns])
+          assert.ok(await pingFrom(ns, a.underlay.ip), `${ns} reaches A`);
+        // Past the entries' locktime (1 s from their last update, which the pings' answers may renew).
+        await sleep(2000);
+        const ip = a.underlay.ip;
+        // Each underlay host's entry for A, sampled right after each forgery: an entry heals when A
+        // next announces itself, but meanwhile what the host sends A goes to the pod.
+        const seen = new Set<string>();
+        const sample = async () => {
+          for (const [who, ns] of [
+            ['host', host.ns],
+            ['B', b.underlay.ns],
+            ['etcd', cluster.underlay.ns],
+          ] as const)
+            seen.add(`${who} ${await neighMac(ns, ip)}`);
+        };
+        for (const op of [1, 2] as const) {
+          await sendChecksumForgery(podNs, {
+            kind: 'arp',
+            iface: 'eth0',
+            mac: podMac,
+            dstMac: BCAST,
+            real: podIp,
+            forged: ip,
+            target: ip,
+            op,
+          });
+          await sample();
+          await sleep(200);
+          await sample();
+        }
+        assert.deepEqual(
+          [...seen].sort(),
+          [`B ${aMac}`, `etcd ${aMac}`, `host ${aMac}`],
+          'the entries for A on the underlay',
+        );
+        assert.ok(await pingFrom(host.ns, podIp), 'the pool pod is reachable from the host');
+        const del = await a.node.cni({ command: 'DEL', containerId: 'csum', netns: podNs });
+        assert.equal(del.code, 0, del.stdout);
+        await store.pools.deletePool('csum');
+      } finally {
+        await store.close();
+      }
     });
   });
 }

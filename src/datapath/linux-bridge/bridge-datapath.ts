@@ -46,8 +46,12 @@ const FORWARDING_TIMEOUT_MS = 2000;
 
 export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';
-  /** The kernel bridge forwards an offloaded checksum untouched to a peer that completes it. */
-  readonly podTxChecksumming = true;
+  /**
+   * Off: a checksum the pod leaves to offload is completed wherever the node's kernel next needs it
+   * (re-fragmenting, the VXLAN path, an uplink without offload), after the guards, at the offsets the
+   * pod chose: 16 bits of its source address rewritten past the guard (decision 32).
+   */
+  readonly podTxChecksumming = false;
   readonly #o: BridgeDatapathOptions;
   /** Index of the bridge; 0 until start() succeeded. */
   #bridgeIndex = 0;

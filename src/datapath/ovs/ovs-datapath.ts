@@ -94,10 +94,12 @@ export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
 export class OvsDatapath implements Datapath {
   readonly kind = 'ovs';
   /**
-   * The userspace datapath forwards a frame as the pod's kernel left it; with transmit checksum
-   * offload on, TCP segments leave the pod with no checksum filled in, and the peer drops them.
+   * Off on both datapaths. The userspace datapath forwards a frame as the pod's kernel left it: with
+   * transmit checksum offload on, TCP segments leave the pod with no checksum filled in, and the peer
+   * drops them. The kernel datapath carries the pending checksum past its guard flows, and the node
+   * completes it later at the offsets the pod chose (decision 32).
    */
-  readonly podTxChecksumming: boolean;
+  readonly podTxChecksumming = false;
   readonly #o: OvsDatapathOptions;
   readonly #openflowTarget: string;
   /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
@@ -152,7 +154,6 @@ export class OvsDatapath implements Datapath {
       gateway: () => this.#requireGateway(),
       cidrs: this.#cidrs,
     });
-    this.podTxChecksumming = options.datapathType !== 'netdev';
     this.#portTimeoutMs = options.portTimeoutMs ?? 10_000;
     this.#openflowTarget = options.openflow ?? defaultOpenflowTarget(options.ovsdb, options.bridge);
     this.#ovsdb = new OvsdbConnection(options.ovsdb, options.bridge, {
