@@ -6,9 +6,9 @@
  * cannot run exits 2.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startArpAudit } from '../../bed/arp-audit-run.js';
 import { TestCluster } from '../../bed/cluster.js';
 import { ipJson, must, type Run, run } from '../../bed/exec.js';
 import { netnsPath } from '../../bed/namespaces.js';
@@ -29,27 +29,7 @@ const cluster = new TestCluster({ nodes: 2, store: 'etcd', trafficMode: 'noEncap
  * traffic a test makes afterwards is inside the capture however slowly the CLI started.
  */
 function startAudit(args: string[]): { ready: Promise<void>; done: Promise<Run> } {
-  const child = spawn('ip', ['netns', 'exec', cluster.underlay.ns, CLI, 'arp', 'audit', ...args]);
-  let stdout = '';
-  let stderr = '';
-  let signalReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => {
-    signalReady = resolve;
-  });
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    if (stderr.includes('capturing on')) signalReady();
-  });
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (code) => {
-      signalReady();
-      resolve({ code: code ?? -1, stdout, stderr });
-    }),
-  );
-  return { ready, done };
+  return startArpAudit(cluster.underlay.ns, args);
 }
 
 function audit(seconds: number, json = true) {

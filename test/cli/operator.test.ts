@@ -6,8 +6,8 @@
  * port says which paths exist; `--socket` at the CNI socket says that it is the relay's.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { startArpAudit } from '../../bed/arp-audit-run.js';
 import { must, type Run, run } from '../../bed/exec.js';
 import { scrapeMetrics } from '../../bed/metrics.js';
 import { netnsPath } from '../../bed/namespaces.js';
@@ -52,37 +52,7 @@ const cli = (...args: string[]) => run(CLI, [...args, '--config', node.configPat
 
 /** `podwire arp audit` on the node's bridge, in the node's namespace; `ready` once it captures. */
 function startAudit(args: string[]): { ready: Promise<void>; done: Promise<Run> } {
-  const child = spawn('ip', [
-    'netns',
-    'exec',
-    node.nodeNs,
-    CLI,
-    'arp',
-    'audit',
-    ...args,
-    '--config',
-    node.configPath,
-  ]);
-  let stdout = '';
-  let stderr = '';
-  let signalReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => {
-    signalReady = resolve;
-  });
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    if (stderr.includes('capturing on')) signalReady();
-  });
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (code) => {
-      signalReady();
-      resolve({ code: code ?? -1, stdout, stderr });
-    }),
-  );
-  return { ready, done };
+  return startArpAudit(node.nodeNs, [...args, '--config', node.configPath]);
 }
 
 /** The pod ARPs for its gateway: a claim of its own address with its own MAC. */
