@@ -97,13 +97,21 @@ mkdir -p "$work" "$cache/tmp" "$cache/podman/networks"
 # not there before.
 run_containers_existed=0
 [ ! -e /run/containers ] || run_containers_existed=1
+# runc's default state root, made on first use; removed at the end if it was not there before.
+run_runc_existed=0
+[ ! -e /run/runc ] || run_runc_existed=1
 cat >"$cache/podman/storage.conf" <<EOF
 [storage]
 driver = "overlay"
 graphroot = "$cache/storage"
 runroot = "$run_dir/storage"
 EOF
+# podman run's default limits (nofile and nproc 1048576) are above what this machine's root may set
+# (no CAP_SYS_RESOURCE; the hard nofile is 20000): runc fails with "error setting rlimits". nproc
+# at the hard limit (96363 here) fails as well: 32768 does not, and is plenty for a check run.
 cat >"$cache/podman/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
 [engine]
 tmp_dir = "$run_dir/libpod"
 events_logger = "none"
@@ -126,7 +134,11 @@ cleanup() {
   # Containers left by an interrupted build (podman build removes its own on success and failure).
   pm ps -aq 2>/dev/null | xargs -r podman rm -f >/dev/null 2>&1
   pm unmount -a >/dev/null 2>&1
+  # containers/storage bind-mounts its overlay directory onto itself (made private) for as long as
+  # the storage is in use: nothing uses it once the script ends.
+  findmnt -rn -o TARGET "$cache/storage/overlay" >/dev/null 2>&1 && umount "$cache/storage/overlay"
   rm -rf "$run_dir"
+  [ "$run_runc_existed" = 1 ] || rmdir /run/runc 2>/dev/null
   if [ "$run_containers_existed" = 0 ] && [ -d /run/containers ]; then
     rm -f /run/containers/networks/netavark.lock /run/containers/networks/aardvark-dns/* 2>/dev/null
     rmdir /run/containers/networks/aardvark-dns /run/containers/networks /run/containers 2>/dev/null
@@ -339,9 +351,9 @@ build_podwire() {
   key=$(podwire_key)
   if [ "$(image_key "$podwire_name")" != "$key" ]; then
     stage "podman build -f deploy/Dockerfile (host network for npm and apt)"
-    # --ignorefile: podman 4.3 does not read Dockerfile.dockerignore by itself (it reads
-    # .containerignore or .dockerignore in the context root); BuildKit does.
-    (cd "$repo" && pm build --pull=never --network=host -f "$dockerfile" --ignorefile "$ignorefile" \
+    # As a user builds it: podman 4.3 reads deploy/Dockerfile.dockerignore by itself, as BuildKit
+    # does (checked: a file that ignore file leaves out is not in the context), so no --ignorefile.
+    (cd "$repo" && pm build --pull=never --network=host -f "$dockerfile" \
       --label "io.podwire.images.key=$key" -t "$podwire_name" -t "$podwire_dev" . ) \
       >"$cache/podwire-build.log" 2>&1 \
       || { tail -n 30 "$cache/podwire-build.log" >&2; die "podman build of deploy/Dockerfile failed: see $cache/podwire-build.log"; }
