@@ -291,17 +291,30 @@ EOF
   stage_done
 }
 
+# The certificate authorities this machine adds to Debian's (update-ca-certificates' local ones).
+# Here that includes the CA of a TLS-intercepting egress proxy: the npm registry's certificate is
+# signed by it, and npm ci in the build stages fails with SELF_SIGNED_CERT_IN_CHAIN without it.
+local_cas=(/usr/local/share/ca-certificates/*.crt)
+[ -e "${local_cas[0]}" ] || local_cas=()
+
 build_node_full() {
   local key ctx
-  key=$( { echo "recipe $recipe base $(image_id "$node_slim") ${full_packages[*]}"; } | hash)
+  key=$( { echo "recipe $recipe base $(image_id "$node_slim") ${full_packages[*]}"
+    [ "${#local_cas[@]}" = 0 ] || sha256sum "${local_cas[@]}"; } | hash)
   [ "$(image_key "$node_full")" = "$key" ] && return 0
   stage "build $node_full (apt-get install ${#full_packages[@]} packages, host network)"
   ctx=$work/ctx-node-full
-  rm -rf "$ctx"; mkdir -p "$ctx"
+  rm -rf "$ctx"; mkdir -p "$ctx/ca"
+  [ "${#local_cas[@]}" = 0 ] || cp "${local_cas[@]}" "$ctx/ca/"
+  # Only this build base trusts the machine's own CAs (Debian's store, and npm's global npmrc, as
+  # the machine's npm does with cafile): the slim base, and so podwire's image, do not.
   cat >"$ctx/Containerfile" <<EOF
 FROM $node_slim
 RUN apt-get update && apt-get install -y --no-install-recommends ${full_packages[*]} \\
   && rm -rf /var/lib/apt/lists/*
+COPY ca/ /usr/local/share/ca-certificates/
+RUN update-ca-certificates && mkdir -p /usr/local/etc \\
+  && echo cafile=/etc/ssl/certs/ca-certificates.crt >/usr/local/etc/npmrc
 EOF
   pm build -q --pull=never --network=host --label "io.podwire.images.key=$key" -t "$node_full" "$ctx" \
     >/dev/null || die "podman build of $node_full failed (see above)"
