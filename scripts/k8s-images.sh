@@ -97,6 +97,10 @@ mkdir -p "$work" "$cache/tmp" "$cache/podman/networks"
 # not there before.
 run_containers_existed=0
 [ ! -e /run/containers ] || run_containers_existed=1
+# containers/image keeps a blob-info cache in /var/lib/containers/cache whatever graphroot says:
+# removed at the end (and the directories, when empty) if it was not there before.
+blob_cache_existed=0
+[ ! -e /var/lib/containers/cache/blob-info-cache-v1.boltdb ] || blob_cache_existed=1
 # runc's default state root, made on first use; removed at the end if it was not there before.
 run_runc_existed=0
 [ ! -e /run/runc ] || run_runc_existed=1
@@ -139,6 +143,10 @@ cleanup() {
   findmnt -rn -o TARGET "$cache/storage/overlay" >/dev/null 2>&1 && umount "$cache/storage/overlay"
   rm -rf "$run_dir"
   [ "$run_runc_existed" = 1 ] || rmdir /run/runc 2>/dev/null
+  if [ "$blob_cache_existed" = 0 ]; then
+    rm -f /var/lib/containers/cache/blob-info-cache-v1.boltdb
+    rmdir /var/lib/containers/cache /var/lib/containers 2>/dev/null
+  fi
   if [ "$run_containers_existed" = 0 ] && [ -d /run/containers ]; then
     rm -f /run/containers/networks/netavark.lock /run/containers/networks/aardvark-dns/* 2>/dev/null
     rmdir /run/containers/networks/aardvark-dns /run/containers/networks /run/containers 2>/dev/null
