@@ -187,6 +187,7 @@ need_packages() {
 save_archive() {
   local file=$1 key=$2; shift 2
   if [ -f "$cache/$file" ] && [ "$(cat "$cache/$file.key" 2>/dev/null)" = "$key" ]; then
+    log "$cache/$file is up to date: $*"
     return 0
   fi
   rm -f "$cache/$file.partial"
@@ -220,7 +221,7 @@ debian_key() {
 build_debian() {
   local key
   key=$(debian_key)
-  [ "$(image_key "$debian_base")" = "$key" ] && return 0
+  if [ "$(image_key "$debian_base")" = "$key" ]; then log "$debian_base is up to date"; return 0; fi
   need_packages debootstrap
   stage "debootstrap --variant=minbase $suite from $mirror"
   local root=$work/rootfs.partial
@@ -264,7 +265,7 @@ node_key() {
 build_node_slim() {
   local key ctx version
   key=$(node_key)
-  [ "$(image_key "$node_slim")" = "$key" ] && return 0
+  if [ "$(image_key "$node_slim")" = "$key" ]; then log "$node_slim is up to date"; return 0; fi
   stage "build $node_slim (the machine's node $(node --version), npm $(npm --version 2>/dev/null))"
   version=$(node --version | sed 's/^v//')
   ctx=$work/ctx-node
@@ -309,7 +310,7 @@ build_node_full() {
   local key ctx
   key=$( { echo "recipe $recipe base $(image_id "$node_slim") ${full_packages[*]}"
     [ "${#local_cas[@]}" = 0 ] || sha256sum "${local_cas[@]}"; } | hash)
-  [ "$(image_key "$node_full")" = "$key" ] && return 0
+  if [ "$(image_key "$node_full")" = "$key" ]; then log "$node_full is up to date"; return 0; fi
   stage "build $node_full (apt-get install ${#full_packages[@]} packages, host network)"
   ctx=$work/ctx-node-full
   rm -rf "$ctx"; mkdir -p "$ctx/ca"
@@ -502,6 +503,9 @@ fi
 if wanted podwire; then build_podwire; fi
 if wanted pause; then build_pause; fi
 if wanted agnhost; then build_agnhost; fi
+# Images a change of inputs left without a name, and the build stages' cache, once a week old:
+# the cache stays bounded and recent rebuilds stay quick.
+pm image prune -f --filter until=168h >/dev/null || log "podman image prune failed (ignored)"
 write_list
 log "done; in $cache (ctr -n k8s.io images import FILE):"
 sed 's/^/  /' "$cache/images.list"
