@@ -130,6 +130,7 @@ pm() { podman "$@"; }
 
 cleanup() {
   local rc=$?
+  trap - ERR
   set +e
   # debootstrap mounts /proc and /sys in its target; an interrupted run can leave them.
   local m
@@ -154,6 +155,9 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# A command that fails outside a `|| die` still says where.
+set -E
+trap 'echo "k8s-images: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 trap 'exit 130' INT TERM
 
 # Equivalent to: sha256sum of stdin, hex only
@@ -388,7 +392,7 @@ build_podwire() {
 # --- the Kubernetes source tree ----------------------------------------------------------------------
 tree=
 find_tree() {
-  tree=$(find "$k8s_cache" -mindepth 3 -maxdepth 3 -type d -path '*/src/kubernetes-*' 2>/dev/null | sort | tail -n 1)
+  tree=$( { find "$k8s_cache" -mindepth 3 -maxdepth 3 -type d -path '*/src/kubernetes-*' 2>/dev/null || true; } | sort | tail -n 1)
   [ -n "$tree" ] && [ -f "$tree/build/pause/linux/pause.c" ] && [ -d "$tree/test/images/agnhost" ] \
     || die "no Kubernetes source tree under $k8s_cache/*/src/ (run scripts/k8s-build.sh; it unpacks it first)"
 }
