@@ -15,6 +15,9 @@
 # PODWIRE_K8S_CACHE (default /var/cache/podwire/k8s): <cache>/<version>/{src,bin}; the Go build
 # cache is <cache>/go-build. Nothing is written inside the repository.
 set -euo pipefail
+# The whole script is one block, read before it runs: editing or checking out this file while a
+# long build runs does not change what that build executes.
+{
 
 pkg=kubernetes
 cache=${PODWIRE_K8S_CACHE:-/var/cache/podwire/k8s}
@@ -222,3 +225,5 @@ have_all "${stage1_bins[@]}" "${stage2_bins[@]}" || die "some binaries are missi
 mv "$bin/BUILD-STAMP.tmp" "$bin/BUILD-STAMP"
 log "done: the binaries are in $bin"
 ls -lh "$bin"
+exit 0
+}
