@@ -165,11 +165,8 @@ export GOCACHE=$cache/go-build
 export GOFLAGS=
 export PATH=$go_bin:$PATH
 export HOME=${HOME:-/root}
-# Version stamping: hack/lib/version.sh reads these when the tree is no git checkout.
-upstream=${version#*really}; upstream=${upstream%%-*}
-export KUBE_GIT_VERSION=v$upstream KUBE_GIT_TREE_STATE=archive KUBE_GIT_COMMIT=debian-$version
-export KUBE_GIT_MAJOR=${upstream%%.*}
-minor=${upstream#*.}; export KUBE_GIT_MINOR=${minor%%.*}
+# No version to set: the orig tarball is a `git archive` of v1.20.2, whose hack/lib/version.sh
+# carries the tag and commit, so the binaries report v1.20.2 (gitTreeState "archive").
 mkdir -p "$bin"
 out=$gotree/_output/local/bin/linux/amd64
 
