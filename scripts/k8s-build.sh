@@ -12,8 +12,9 @@
 #                                      the build's Debian packages)
 #   scripts/k8s-build.sh --print-dir   print the bin directory (fails if the build is not complete)
 #
-# PODWIRE_K8S_CACHE (default /var/cache/podwire/k8s): <cache>/<version>/{src,bin}; the Go build
-# cache is <cache>/go-build. Nothing is written inside the repository.
+# PODWIRE_K8S_CACHE (default /var/cache/podwire/k8s): <cache>/<version>/src is the unpacked source
+# (with the build's GOPATH and Go build cache under its _output/local/go), <cache>/<version>/bin the
+# binaries and BUILD-STAMP (durations, sizes). Nothing is written inside the repository.
 set -euo pipefail
 # The whole script is one block, read before it runs: editing or checking out this file while a
 # long build runs does not change what that build executes.
@@ -154,14 +155,15 @@ tree=$(find "$top/src" -mindepth 1 -maxdepth 1 -type d -name "$pkg-*" | head -n 
 
 # --- the GOPATH that debian/rules sets up ------------------------------------------------------------
 # debian/rules: `mkdir -p .go/src/k8s.io && ln -s ../../.. .go/src/k8s.io/kubernetes`, GOPATH on
-# .go, GO111MODULE=off (this tree's vendor/ is used in GOPATH mode), CGO_ENABLED=0.
+# .go, CGO_ENABLED=0; GO111MODULE=off (GOPATH mode: this tree's vendor/ is used). hack/lib/golang.sh
+# then points GOPATH and GOCACHE at _output/local/go itself; agnhost goes through the same make so
+# that it reuses that cache.
 mkdir -p "$tree/.go/src/k8s.io"
 [ -L "$tree/.go/src/k8s.io/kubernetes" ] || ln -s ../../.. "$tree/.go/src/k8s.io/kubernetes"
 gotree=$tree/.go/src/k8s.io/kubernetes
 export GOPATH=$tree/.go
 export GO111MODULE=off
 export CGO_ENABLED=0
-export GOCACHE=$cache/go-build
 export GOFLAGS=
 export PATH=$go_bin:$PATH
 export HOME=${HOME:-/root}
@@ -193,9 +195,11 @@ if [ ! -x "$bin/e2e.test" ]; then
   stage_done
 fi
 if [ ! -x "$bin/agnhost" ]; then
-  stage "go build test/images/agnhost"
-  (cd "$gotree" && go build -o "$bin/agnhost.tmp" ./test/images/agnhost) || die "go build ./test/images/agnhost failed (see above)"
-  mv "$bin/agnhost.tmp" "$bin/agnhost"
+  # `go build ./test/images/agnhost` in the build's GOPATH, by hack/lib/golang.sh.
+  stage "make WHAT=test/images/agnhost"
+  (cd "$gotree" && make WHAT=test/images/agnhost) || die "make WHAT=test/images/agnhost failed (see above)"
+  [ -x "$out/agnhost" ] || die "make finished without $out/agnhost"
+  cp "$out/agnhost" "$bin/agnhost.tmp" && mv "$bin/agnhost.tmp" "$bin/agnhost"
   stage_done
 fi
 if [ ! -x "$bin/pause" ]; then
