@@ -74,7 +74,13 @@ stage_done() {
   log "stage '$stage_name' took $((took / 60)) min $((took % 60)) s"
   # Kept across runs (an interrupted build resumes at the missing stage), for the stamp.
   [ -z "${top:-}" ] || echo "$stage_name: ${took}s" >>"$top/stage-durations"
+  stage_name=
 }
+# A stage cut short (failure, kill) is recorded too: the next run resumes it from Go's build cache,
+# and the stamp's durations then still add up to what the build cost.
+stage_name=
+trap 'if [ -n "$stage_name" ] && [ -n "${top:-}" ]; then
+  echo "$stage_name: stopped after $(( $(date +%s) - stage_start ))s, unfinished" >>"$top/stage-durations"; fi' EXIT
 
 # --- the deb-src entry and the source package's version --------------------------------------------
 # The deb-src stanza mirrors the main archive's deb stanza of debian.sources (URIs, Suites,
