@@ -16,6 +16,7 @@ import { CheckFailedError, DatapathError } from '../base/errors.js';
 import { EthtoolSocket } from '../kernel/ethtool.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import { isRedirectAllTo } from '../kernel/netlink/tc-message.js';
+import { inNetns, NetnsHandle } from '../kernel/netns.js';
 
 /** The node's IFB device of the checksum hop. */
 export const CHECKSUM_IFB = 'podwire-csum0';
@@ -43,7 +44,10 @@ export class ChecksumHop {
     if (!link) link = nl.addIfb({ name: this.#name, mtu });
     // The largest frame a pod sends must pass it: a pod's MTU is the node's, a GSO frame is segmented.
     if (link.mtu < mtu) nl.setMtu(link.index, mtu);
-    using eth = EthtoolSocket.open();
+    // In the node's namespace, which the netlink socket acts in, wherever the calling thread is.
+    using home = NetnsHandle.current();
+    using node = nl.netns();
+    using eth = inNetns(node, home, () => EthtoolSocket.open());
     eth.setTxChecksumming(this.#name, false);
     nl.setLinkUp(link.index);
     this.#ifb = link.index;

@@ -4,11 +4,13 @@
  * and it keeps acting there after the thread switches back. Every request carries NLM_F_ACK and
  * waits for its answer (at most the receive timeout); nothing runs in the background.
  */
+import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { InternalError } from '../../base/errors.js';
 import { ipValueToBytes, parseAddressWithPrefix, parseIpBytes } from '../../base/ip.js';
 import { parseMac } from '../../base/mac.js';
 import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
+import { NetnsHandle } from '../netns.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { RtAttr } from './attributes.js';
 import type { StaticFdbSpec } from './bridge-port.js';
@@ -129,6 +131,19 @@ export class Rtnetlink implements Disposable {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+
+  /**
+   * The network namespace this client acts in, for what only another socket does there (ethtool):
+   * the calling thread may be elsewhere (a test's, or a datapath opened in a node namespace).
+   */
+  netns(): NetnsHandle {
+    const fd = this.#sock.netnsFd();
+    try {
+      return NetnsHandle.open(`/proc/self/fd/${fd}`);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   // Links
