@@ -493,10 +493,12 @@ except socket.timeout:
 
     // Issue 25, finding 1 (checksum-forge.ts): IPv6 fragments through the gateway, which the node
     // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
-    // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
-    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
-    // before the frame leaves, per fragment, where the word aimed at the reassembled packet is part of
-    // the destination address, so the datagram never reaches the victim. Decision 32.
+    // the guard. Depends, on the Linux bridge, on the checksum hop (src/datapath/checksum-ifb.ts: the
+    // pods keep transmit checksumming, and the node's IFB completes the checksum per fragment before
+    // the guard); on OVS's userspace datapath, on transmit checksumming off in the pod (the datapath's
+    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts). Either way the word aimed at the
+    // reassembled packet is written into a fragment's destination address, so the datagram never
+    // reaches the victim. Decision 32.
     /**
      * The forgery (checksum-forge.ts) through the gateway, judged by what the victim's socket heard;
      * `beforeGenuine` runs between the forged datagrams and the genuine ones.
