@@ -843,6 +843,7 @@ const MUTATIONS = [
     tests: [
       'test/datapath/spoofing-linux-bridge.test.js',
       'test/datapath/checksum-hop.test.js',
+      'test/agent/checksum-hop-restart.test.js',
       'test/multinode/checksum-forge.test.js',
     ],
   },
