@@ -845,6 +845,7 @@ const MUTATIONS = [
       'test/datapath/checksum-hop.test.js',
       'test/agent/checksum-hop-restart.test.js',
       'test/multinode/checksum-forge.test.js',
+      'test/multinode/bridging-spoof.test.js',
     ],
   },
   {
