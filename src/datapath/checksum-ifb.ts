@@ -41,7 +41,15 @@ export class ChecksumHop {
     let link = nl.linkByName(this.#name);
     if (link && link.kind !== 'ifb')
       throw new DatapathError(`${this.#name} exists and is a ${link.kind ?? 'non-IFB'} link`);
-    if (!link) link = nl.addIfb({ name: this.#name, mtu });
+    if (!link) {
+      try {
+        link = nl.addIfb({ name: this.#name, mtu });
+      } catch (err) {
+        throw new DatapathError(`cannot create ${this.#name} (the kernel needs IFB, CONFIG_IFB)`, {
+          cause: err,
+        });
+      }
+    }
     // The largest frame a pod sends must pass it: a pod's MTU is the node's, a GSO frame is segmented.
     if (link.mtu < mtu) nl.setMtu(link.index, mtu);
     // In the node's namespace, which the netlink socket acts in, wherever the calling thread is.
@@ -60,9 +68,16 @@ export class ChecksumHop {
    */
   redirect(hostIfindex: number): void {
     const ifb = this.#requireIfb();
-    this.#nl.addIngressQdisc(hostIfindex);
-    if (this.#nl.ingressFilters(hostIfindex).some((f) => isRedirectAllTo(f, ifb))) return;
-    this.#nl.addIngressRedirect(hostIfindex, ifb);
+    try {
+      this.#nl.addIngressQdisc(hostIfindex);
+      if (this.#nl.ingressFilters(hostIfindex).some((f) => isRedirectAllTo(f, ifb))) return;
+      this.#nl.addIngressRedirect(hostIfindex, ifb);
+    } catch (err) {
+      throw new DatapathError(
+        `cannot redirect the ingress of link ${hostIfindex} to ${this.#name} (the kernel needs the ingress qdisc, cls_u32 and act_mirred)`,
+        { cause: err },
+      );
+    }
   }
 
   /** Throws ERR_CHECK_FAILED, naming the host veth, when its frames do not pass the hop. */
