@@ -54,9 +54,8 @@ export interface Datapath {
   /**
    * False when the pod's kernel must complete its checksums before a frame leaves the pod: ADD then
    * turns tx-checksumming off on the pod side of the veth (with it TSO and the other offloads that
-   * need it). OVS's userspace datapath cannot carry a pending checksum at all; elsewhere a pending
-   * checksum would be completed after the guards, at offsets the pod chose, unless the datapath
-   * completes it before them (the checksum hop, checksum-ifb.ts, decision 32).
+   * need it). OVS's userspace datapath cannot carry a pending checksum at all; on every datapath a
+   * pending checksum would be completed after the guards, at offsets the pod chose (decision 32).
    */
   readonly podTxChecksumming: boolean;
   /** Whether pods' frames meet the identity guards (decision 17); absent: always on (OVS). */

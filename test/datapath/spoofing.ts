@@ -493,12 +493,10 @@ except socket.timeout:
 
     // Issue 25, finding 1 (checksum-forge.ts): IPv6 fragments through the gateway, which the node
     // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
-    // the guard. Depends, on the Linux bridge, on the checksum hop (src/datapath/checksum-ifb.ts: the
-    // pods keep transmit checksumming, and the node's IFB completes the checksum per fragment before
-    // the guard); on OVS's userspace datapath, on transmit checksumming off in the pod (the datapath's
-    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts). Either way the word aimed at the
-    // reassembled packet is written into a fragment's destination address, so the datagram never
-    // reaches the victim. Decision 32.
+    // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
+    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
+    // before the frame leaves, per fragment, where the word aimed at the reassembled packet is part of
+    // the destination address, so the datagram never reaches the victim. Decision 32.
     /**
      * The forgery (checksum-forge.ts) through the gateway, judged by what the victim's socket heard;
      * `beforeGenuine` runs between the forged datagrams and the genuine ones.
@@ -546,14 +544,13 @@ s.sendto(b'genuine', (sys.argv[1], ${port}))`,
       forgedThroughGateway(5601));
 
     // A pod with CAP_NET_ADMIN in its own namespace turns transmit checksumming back on (`ethtool -K
-    // eth0 tx on`), then attacks (on the Linux bridge and OVS's kernel datapath it is on already: the
-    // hop makes it safe). Depends on the checksum hop (src/datapath/checksum-ifb.ts): the host veth's
-    // ingress redirected to the node's IFB, whose transmit checksumming is off, so the node completes
-    // the pending checksum before the guard, which then drops the forged frame (decision 32). OVS's
-    // userspace datapath has no hop: it forwards the frame as it is, and the victim drops it for its
-    // checksum (as it would the pod's own TCP and UDP, decision 8: so the genuine datagrams go out
-    // with it off again).
-    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', async () => {
+    // eth0 tx on`), then attacks. Nothing on the node's side completes a pending checksum before the
+    // Linux bridge's guard (decision 32: an IFB hop would, at a cost not taken); OVS's userspace
+    // datapath forwards the frame as it is, and the victim drops it for its checksum (as it would the
+    // pod's own TCP and UDP, decision 8: so the genuine datagrams go out with it off again).
+    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', {
+      todo: datapath === 'linux-bridge' && 'open on the Linux bridge: decision 32',
+    }, async () => {
       setPodTxChecksumming(attacker.ns, true);
       try {
         await forgedThroughGateway(5602, () => setPodTxChecksumming(attacker.ns, false));

@@ -4,13 +4,11 @@
  * and it keeps acting there after the thread switches back. Every request carries NLM_F_ACK and
  * waits for its answer (at most the receive timeout); nothing runs in the background.
  */
-import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { InternalError } from '../../base/errors.js';
 import { ipValueToBytes, parseAddressWithPrefix, parseIpBytes } from '../../base/ip.js';
 import { parseMac } from '../../base/mac.js';
 import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
-import { NetnsHandle } from '../netns.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { RtAttr } from './attributes.js';
 import type { StaticFdbSpec } from './bridge-port.js';
@@ -33,13 +31,6 @@ import {
   rtMsg,
 } from './route-message.js';
 import { type BatchFailure, type BatchRequest, NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
-import {
-  decodeFilter,
-  ingressFilterDumpBody,
-  ingressQdiscBody,
-  ingressRedirectFilterBody,
-  type TcFilter,
-} from './tc-message.js';
 import type {
   Addr,
   AddressOptions,
@@ -133,19 +124,6 @@ export class Rtnetlink implements Disposable {
     this.close();
   }
 
-  /**
-   * The network namespace this client acts in, for what only another socket does there (ethtool):
-   * the calling thread may be elsewhere (a test's, or a datapath opened in a node namespace).
-   */
-  netns(): NetnsHandle {
-    const fd = this.#sock.netnsFd();
-    try {
-      return NetnsHandle.open(`/proc/self/fd/${fd}`);
-    } finally {
-      closeSync(fd);
-    }
-  }
-
   // Links
 
   /** Equivalent to: `ip link show dev NAME`. Undefined when there is no such link. */
@@ -205,13 +183,6 @@ export class Rtnetlink implements Disposable {
   addBridge(spec: BridgeSpec): Link {
     const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'bridge' } };
     if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
-    this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
-    return this.#created(spec.name);
-  }
-
-  /** Equivalent to: `ip link add NAME mtu M type ifb`. */
-  addIfb(spec: { name: string; mtu: number }): Link {
-    const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'ifb' } };
     this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
     return this.#created(spec.name);
   }
@@ -493,40 +464,6 @@ export class Rtnetlink implements Disposable {
       return await slot.sock.requestBatch(requests, true);
     } finally {
       slot.queued--;
-    }
-  }
-
-  // Traffic control (tc-message.ts)
-
-  /** Equivalent to: `tc qdisc add dev INDEX ingress`. False when the device has one already (EEXIST). */
-  addIngressQdisc(index: number): boolean {
-    try {
-      this.#sock.request(R.RTM_NEWQDISC, CREATE, ingressQdiscBody(index));
-      return true;
-    } catch (err) {
-      if (isErrno(err, constants.errno.EEXIST)) return false;
-      throw err;
-    }
-  }
-
-  /**
-   * Equivalent to: `tc filter add dev INDEX ingress protocol all prio 1 u32 match u32 0 0 action mirred
-   * egress redirect dev TARGET`. Needs the ingress qdisc (`addIngressQdisc`).
-   */
-  addIngressRedirect(index: number, target: number): void {
-    this.#sock.request(R.RTM_NEWTFILTER, CREATE, ingressRedirectFilterBody(index, target));
-  }
-
-  /** Equivalent to: `tc filter show dev INDEX ingress`. Empty when the device has no ingress qdisc. */
-  ingressFilters(index: number): TcFilter[] {
-    try {
-      return this.#sock
-        .dump(R.RTM_GETTFILTER, ingressFilterDumpBody(index))
-        .filter((m) => m.header.type === R.RTM_NEWTFILTER)
-        .map((m) => decodeFilter(m.payload));
-    } catch (err) {
-      if (isErrno(err, constants.errno.EINVAL) || isErrno(err, constants.errno.ENOENT)) return [];
-      throw err;
     }
   }
 
