@@ -751,8 +751,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/agent/agent.js',
-        'const lock = NodeLock.acquire({',
-        'const lock = { release() {} } ?? NodeLock.acquire({',
+        'const lock = await NodeLock.acquire({',
+        'const lock = { release() {} } ?? await NodeLock.acquire({',
       ],
     ],
     tests: ['test/agent/one-agent-per-node.test.js'],

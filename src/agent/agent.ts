@@ -81,7 +81,7 @@ export class Agent {
     const undo = new UndoStack();
     try {
       // One agent per node, before anything is touched: a second one stops here, naming the first.
-      const lock = NodeLock.acquire({
+      const lock = await NodeLock.acquire({
         stateDir: given.stateDir,
         socket: given.socket,
         controlSocket: controlSocketPath(given.socket),

@@ -13,7 +13,6 @@ import {
   closeSync,
   ftruncateSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readFileSync,
   realpathSync,
@@ -22,6 +21,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { InvalidConfigError, NotAvailableError } from '../base/errors.js';
+import { mkdirDurably } from '../ipam/fs-durable.js';
 import { tryLockExclusive } from '../kernel/libc.js';
 
 export const LOCK_FILE = 'agent.lock';
@@ -41,13 +41,13 @@ export class NodeLock {
    * directory), creating the directories. Throws `ERR_INVALID_CONFIG` naming the key when a directory
    * cannot be one, `ERR_NOT_AVAILABLE` naming the holder's PID when another agent holds a lock.
    */
-  static acquire(keys: { stateDir: string; socket: string; controlSocket: string }): NodeLock {
+  static async acquire(keys: { stateDir: string; socket: string; controlSocket: string }): Promise<NodeLock> {
     const dirs = new Map<string, string>(); // real path -> key
     for (const [key, dir] of [
       ['stateDir', keys.stateDir],
       ['socket', dirname(keys.socket)],
     ] as const) {
-      const real = directory(key, dir);
+      const real = await directory(key, dir);
       if (!dirs.has(real)) dirs.set(real, key);
     }
     const paths: string[] = [];
@@ -90,10 +90,14 @@ export class NodeLock {
   }
 }
 
-/** Creates `dir` if missing; returns its real path, or throws naming `key` when it cannot be a directory. */
-function directory(key: string, dir: string): string {
+/**
+ * Creates `dir` if missing, durably (the state directory holds the IPAM claims: its own entry in its
+ * parent must survive a power cut as the claims' entries do, I4); returns its real path, or throws
+ * naming `key` when it cannot be a directory.
+ */
+async function directory(key: string, dir: string): Promise<string> {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o755 });
+    await mkdirDurably(dir);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const why =
