@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Kubernetes from Debian 12's own source package `kubernetes` (1.20.5+really1.20.2) for the
 # cluster test bed (issue 26): the control plane, kubelet, kube-proxy, kubectl, the upstream e2e
-# binary, the e2e image `agnhost` and the pause binary. It builds once into a cache outside the
+# binary and the ginkgo CLI that runs it in parallel, the e2e image `agnhost` and the pause binary. It builds once into a cache outside the
 # repository, keyed by the source package version, and only what is missing: a second run with the
 # cache complete does nothing but say so. Everything runs at the lowest CPU and I/O priority (the
 # machine is shared), in the way Debian's packaging builds it (debian/rules: GOPATH mode over a
@@ -32,7 +32,7 @@ build_packages=(golang-1.19-go rsync dpkg-dev make gcc libc6-dev)
 stage1_targets=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet
   cmd/kube-proxy cmd/kubectl)
 stage1_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
-stage2_bins=(e2e.test agnhost pause)
+stage2_bins=(e2e.test agnhost pause ginkgo)
 
 die() { echo "k8s-build: $*" >&2; exit 1; }
 log() { echo "k8s-build: $*"; }
@@ -99,7 +99,13 @@ want_debsrc() {
 }
 
 version=$(source_version)
-if [ -z "$version" ] || [ ! -f "$cache/$version/bin/BUILD-STAMP" ]; then
+# Complete: the stamp, and every binary (a binary added to the list later is built on the next run).
+complete() {
+  local b
+  [ -f "$1/BUILD-STAMP" ] || return 1
+  for b in "${stage1_bins[@]}" "${stage2_bins[@]}"; do [ -x "$1/$b" ] || return 1; done
+}
+if [ -z "$version" ] || ! complete "$cache/$version/bin"; then
   [ "$(id -u)" = 0 ] || die "must run as root (adds $debsrc_file, installs Debian packages)"
   # One build at a time: a second run touches nothing while one is going.
   mkdir -p "$cache"
@@ -123,7 +129,7 @@ fi
 
 top=$cache/$version
 bin=$top/bin
-if [ -f "$bin/BUILD-STAMP" ]; then
+if complete "$bin"; then
   log "Kubernetes $version is already built in $bin (nothing to do)"
   exit 0
 fi
@@ -206,6 +212,15 @@ if [ ! -x "$bin/agnhost" ]; then
   (cd "$gotree" && make WHAT=test/images/agnhost) || die "make WHAT=test/images/agnhost failed (see above)"
   [ -x "$out/agnhost" ] || die "make finished without $out/agnhost"
   cp "$out/agnhost" "$bin/agnhost.tmp" && mv "$bin/agnhost.tmp" "$bin/agnhost"
+  stage_done
+fi
+if [ ! -x "$bin/ginkgo" ]; then
+  # The ginkgo CLI of the tree's vendor/ (v1): it runs e2e.test in parallel (-p, --nodes), which
+  # e2e.test alone cannot (-ginkgo.parallel.* needs the CLI's aggregator).
+  stage "make WHAT=vendor/github.com/onsi/ginkgo/ginkgo"
+  (cd "$gotree" && make WHAT=vendor/github.com/onsi/ginkgo/ginkgo) || die "make WHAT=vendor/github.com/onsi/ginkgo/ginkgo failed (see above)"
+  [ -x "$out/ginkgo" ] || die "make finished without $out/ginkgo"
+  cp "$out/ginkgo" "$bin/ginkgo.tmp" && mv "$bin/ginkgo.tmp" "$bin/ginkgo"
   stage_done
 fi
 if [ ! -x "$bin/pause" ]; then

@@ -6,6 +6,9 @@
 #             and node:20-bookworm-slim: Debian 12 from debootstrap plus this machine's Node.js 20)
 #   pause     the kubelet's default sandbox image, from build/pause/linux/pause.c (FROM scratch)
 #   agnhost   the e2e's test image, from test/images/agnhost, on Debian with upstream's tools
+#   nginx, debian-iptables  the e2e's Nginx and DebianIptables images, which tests podwire runs
+#             need (an EndpointSlice test; the KubeProxy CLOSE_WAIT test's conntrack): Debian's
+#             packages on the Debian base, under the names test/utils/image/manifest.go gives
 # pause and agnhost come from the Kubernetes source tree that scripts/k8s-build.sh unpacks (read
 # only). An image is rebuilt only when it is missing or its inputs changed (a key over them is kept
 # as a label and beside each archive); a second run with nothing changed does nothing but say so.
@@ -14,7 +17,8 @@
 # docs/decisions/0037-images-built-here.md.
 #
 #   scripts/k8s-images.sh [IMAGE...]   build what is missing or stale; IMAGE: node-base, podwire,
-#                                      pause, agnhost (default: all, in that order)
+#                                      pause, agnhost, nginx, debian-iptables (default: all, in
+#                                      that order)
 #   scripts/k8s-images.sh --print-dir  print the archive directory (fails unless all are built);
 #                                      its images.list has one line per archive: FILE NAME...
 #
@@ -48,20 +52,25 @@ full_packages=(ca-certificates curl gnupg netbase wget git openssh-client procps
 # What upstream's agnhost image adds to Alpine (test/images/agnhost/Dockerfile: bind-tools curl
 # netcat-openbsd iproute2 iperf bash), in Debian's names, plus ping.
 agnhost_packages=(bind9-dnsutils curl ca-certificates netcat-openbsd iproute2 iperf bash iputils-ping)
+# The e2e's other images that the [sig-network] tests podwire runs need (bed/k8s-e2e/tests.yaml), in
+# Debian's packages: Nginx (an nginx in the foreground), DebianIptables (upstream's
+# build/debian-iptables package list: iptables, conntrack, ipset, ebtables, kmod, netbase).
+nginx_packages=(nginx)
+iptables_packages=(iptables conntrack ipset ebtables kmod netbase)
 
 die() { echo "k8s-images: $*" >&2; exit 1; }
 log() { echo "k8s-images: $*"; }
-usage() { echo "usage: $0 [--print-dir | node-base|podwire|pause|agnhost ...]" >&2; exit 2; }
+usage() { echo "usage: $0 [--print-dir | node-base|podwire|pause|agnhost|nginx|debian-iptables ...]" >&2; exit 2; }
 
-all_targets=(node-base podwire pause agnhost)
-archives=(podwire pause agnhost)
+all_targets=(node-base podwire pause agnhost nginx debian-iptables)
+archives=(podwire pause agnhost nginx debian-iptables)
 print_dir=0
 targets=()
 for a in "$@"; do
   case "$a" in
     --print-dir) print_dir=1 ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    node-base|podwire|pause|agnhost) targets+=("$a") ;;
+    node-base|podwire|pause|agnhost|nginx|debian-iptables) targets+=("$a") ;;
     *) usage ;;
   esac
 done
@@ -489,6 +498,55 @@ EOF
   save_archive agnhost.tar "$key" "$name"
 }
 
+# An image's name as test/utils/image/manifest.go gives it: configs[ID] = Config{registryVar, "name",
+# "tag"}, registryVar being the lower-case field of the default RegistryList (dockerLibraryRegistry
+# is DockerLibraryRegistry: "docker.io/library").
+e2e_image_name() {
+  local id=$1 manifest=$tree/test/utils/image/manifest.go line regvar= name= tag= reg
+  line=$(grep -m1 "configs\[$id\] *= *Config{" "$manifest" || true)
+  read -r regvar name tag < <(sed -n 's/.*Config{\([A-Za-z]*\), *"\([^"]*\)", *"\([^"]*\)"}.*/\1 \2 \3/p' <<<"$line") || true
+  [ -n "$regvar" ] && [ -n "$name" ] && [ -n "$tag" ] || die "no configs[$id] in $manifest"
+  reg=$(go_string "${regvar^}" "$manifest")
+  [ -n "$reg" ] || die "no ${regvar^} in $manifest's default registries"
+  echo "$reg/$name:$tag"
+}
+
+# --- 5. nginx and debian-iptables: Debian packages on the Debian base, under the e2e's names ---------
+# build_debian_tool ARCHIVE MANIFEST_ID "PACKAGES" "CONTAINERFILE TAIL" CHECK_ARGS...
+build_debian_tool() {
+  find_tree
+  local archive=$1 id=$2 packages=$3 tail=$4 name key ctx
+  shift 4
+  name=$(e2e_image_name "$id")
+  pm image exists "$debian_base" || die "$debian_base is missing: build node-base first ($0 node-base)"
+  key=$( { echo "recipe $recipe $name $(image_id "$debian_base") $packages"; echo "$tail"; } | hash)
+  if [ "$(image_key "$name")" != "$key" ]; then
+    stage "image $name (Debian: $packages)"
+    ctx=$work/ctx-$archive
+    rm -rf "$ctx"; mkdir -p "$ctx"
+    printf 'FROM %s\nRUN apt-get update && apt-get install -y --no-install-recommends %s && rm -rf /var/lib/apt/lists/*\n%s\n' \
+      "$debian_base" "$packages" "$tail" >"$ctx/Containerfile"
+    pm build -q --pull=never --network=host --label "io.podwire.images.key=$key" -t "$name" "$ctx" >/dev/null \
+      || die "podman build of $name failed"
+    rm -rf "$ctx"
+    stage_done
+  fi
+  check "$name" "$@"
+  save_archive "$archive.tar" "$key" "$name"
+}
+
+build_nginx() {
+  # As the official image: logs to the container's output, nginx in the foreground, port 80.
+  build_debian_tool nginx Nginx "${nginx_packages[*]}" \
+    "$(printf '%s\n' 'RUN ln -sf /dev/stdout /var/log/nginx/access.log && ln -sf /dev/stderr /var/log/nginx/error.log' \
+      'EXPOSE 80' 'STOPSIGNAL SIGQUIT' 'CMD ["nginx", "-g", "daemon off;"]')" nginx -t
+}
+
+build_debian_iptables() {
+  # The e2e runs it with its own command (sleep, then conntrack through kubectl exec).
+  build_debian_tool debian-iptables DebianIptables "${iptables_packages[*]}" 'CMD ["/bin/sh"]' conntrack --version
+}
+
 # Runs the image once, without a network, and fails unless the command succeeds.
 check() {
   local image=$1; shift
@@ -507,6 +565,8 @@ fi
 if wanted podwire; then build_podwire; fi
 if wanted pause; then build_pause; fi
 if wanted agnhost; then build_agnhost; fi
+if wanted nginx; then build_nginx; fi
+if wanted debian-iptables; then build_debian_iptables; fi
 # Images a change of inputs left without a name, and the build stages' cache, once a week old:
 # the cache stays bounded and recent rebuilds stay quick.
 pm image prune -f --filter until=168h >/dev/null || log "podman image prune failed (ignored)"
