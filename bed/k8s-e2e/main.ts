@@ -12,7 +12,8 @@
  * without it). Then it reads the JUnit reports and prints ran, passed, failed, skipped (with reasons)
  * and expected failures (NetworkPolicy) apart, and tears the bed down, pass or fail.
  *
- * The whole run is bounded by --timeout (minutes; default 150, 25 with --subset): the bed gets 15 of
+ * First it runs scripts/k8s-build.sh and scripts/k8s-images.sh, which build what is missing (nothing,
+ * in seconds, once built). The rest of the run is bounded by --timeout (minutes; default 150, 25 with --subset): the bed gets 15 of
  * them to come up, the e2e what is left but 6 (teardown); an e2e past its share is interrupted (SIGINT,
  * then SIGKILL to its process group) and the tests it did not reach count as not run.
  *
@@ -235,17 +236,32 @@ async function capabilities(bin: string, kubeconfig: string, netns: string): Pro
 
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
+  rmSync(o.reportDir, { recursive: true, force: true });
   const t0 = Date.now();
   const deadline = t0 + o.timeoutMin * 60_000;
+  mkdirSync(o.reportDir, { recursive: true });
+  // The binaries and images, built when missing (a no-op in under 10 s when they are there; about
+  // 35 minutes on a fresh machine, outside --timeout).
+  for (const script of ['scripts/k8s-build.sh', 'scripts/k8s-images.sh']) {
+    let r = await run(join(REPO, script), []);
+    // Another run of the script (the bed's, another worker's) holds its lock: wait for it, 15 min at most.
+    for (let i = 0; i < 90 && r.code !== 0 && /holds .*\.lock/.test(r.stderr); i++) {
+      await sleep(10_000);
+      r = await run(join(REPO, script), []);
+    }
+    writeFileSync(join(o.reportDir, 'build.log'), `$ ${script}\n${r.stdout}${r.stderr}`, { flag: 'a' });
+    if (r.code !== 0) {
+      log(`${script} failed (exit ${r.code}): ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`);
+      return 2;
+    }
+  }
   const bin = k8sBinDir();
   if (bin === undefined) {
-    log('no e2e binary: run scripts/k8s-build.sh first (decision 36)');
+    log('no e2e binary although scripts/k8s-build.sh succeeded');
     return 2;
   }
   const ginkgo = existsSync(join(bin, 'ginkgo')) ? join(bin, 'ginkgo') : undefined;
   const tests = loadTestList();
-  rmSync(o.reportDir, { recursive: true, force: true });
-  mkdirSync(o.reportDir, { recursive: true });
   const focus = o.subset ? alternation(tests.subset) : FOCUS;
   const selected = (await dryRunNames(join(bin, 'e2e.test'), focus)).filter((n) =>
     n.includes('[sig-network]'),
