@@ -111,7 +111,15 @@ async function bedUp(o: Options, budgetMs: number, logFile: string): Promise<Bed
     throw new Error(`${BED_MAIN} is missing: the cluster bed (bed/k8s/) is not built`);
   const stateFile = join(o.reportDir, 'bed-state.json');
   rmSync(stateFile, { force: true });
-  const args = [BED_MAIN, 'up', '--nodes', String(o.nodes)];
+  // The e2e's images beyond the bed's own (scripts/k8s-images.sh; decision 40).
+  const args = [
+    BED_MAIN,
+    'up',
+    '--nodes',
+    String(o.nodes),
+    '--extra-images',
+    'nginx.tar,debian-iptables.tar',
+  ];
   if (o.dualStack) args.push('--dual-stack');
   if (o.ovs) args.push('--ovs');
   const fd = openSync(logFile, 'a');
