@@ -345,9 +345,36 @@ async function main(): Promise<number> {
     writeFileSync(hosts, `${readFileSync('/etc/hosts', 'utf8')}\n${apiHost} google.com\n`);
     internet = spawn(
       'nsenter',
-      [`--net=/run/netns/${netns}`, '--', join(bin, 'agnhost'), 'netexec', '--http-port=80', '--udp-port=-1'],
-      { stdio: ['ignore', openSync(join(o.reportDir, 'internet.log'), 'a'), 'ignore'] },
+      [
+        `--net=/run/netns/${netns}`,
+        '--',
+        join(bin, 'agnhost'),
+        'netexec',
+        '--http-port=80',
+        '--udp-port=8081',
+      ],
+      { stdio: ['ignore', 'ignore', openSync(join(o.reportDir, 'internet.log'), 'a')] },
     );
+    // Up before the first test asks (a loaded machine starts it in seconds).
+    for (let i = 0; ; i++) {
+      const r = await run('nsenter', [
+        `--net=/run/netns/${netns}`,
+        '--',
+        'curl',
+        '-sf',
+        '-m',
+        '2',
+        '-o',
+        '/dev/null',
+        `http://${apiHost}/`,
+      ]);
+      if (r.code === 0) break;
+      if (i === 30)
+        throw new Error(
+          `agnhost netexec on ${apiHost}:80 does not answer: see ${join(o.reportDir, 'internet.log')}`,
+        );
+      await sleep(1000);
+    }
     const skip = alternation(skips.map((e) => e.pattern));
     const passes: { name: string; focus: string; skip: string; nodes: number }[] = [
       { name: 'parallel', focus, skip: `${skip}|${SERIAL}`, nodes: ginkgo ? o.parallel : 1 },

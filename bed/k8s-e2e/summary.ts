@@ -26,8 +26,8 @@ export const SELF_SKIP = 'skipped by the e2e itself at run time (see its log)';
 
 /**
  * selected: the names the focus selects (dry run); skips: the skips in force; cases: what the JUnit
- * reports say. A name reported more than once (a serial pass after a parallel one) counts once, by
- * its last report that is not a skip.
+ * reports say. A name reported more than once (by each parallel node; in both passes) counts once,
+ * by its report that is not a skip, or else by its longest skip.
  */
 export function summarize(
   selected: readonly string[],
@@ -38,7 +38,12 @@ export function summarize(
   const byName = new Map<string, TestCase>();
   for (const c of cases) {
     const prev = byName.get(c.name);
-    if (prev === undefined || prev.outcome === 'skipped') byName.set(c.name, c);
+    if (
+      prev === undefined ||
+      (prev.outcome === 'skipped' && (c.outcome !== 'skipped' || c.seconds > prev.seconds))
+    ) {
+      byName.set(c.name, c);
+    }
   }
   const s: Summary = {
     selected: selected.length,
@@ -59,7 +64,9 @@ export function summarize(
       s.skipped.push({ name, reason: skip.reason });
       continue;
     }
-    if (c === undefined) {
+    // ginkgo v1 reports a test it never reached (the run interrupted) as skipped, in no time; one that
+    // skipped itself has spent time in its setup.
+    if (c === undefined || (c.outcome === 'skipped' && c.seconds === 0)) {
       s.missing.push(name);
       continue;
     }

@@ -127,7 +127,8 @@ const REPORT = `<?xml version="1.0" encoding="UTF-8"?>
       <testcase name="[sig-network] D is skipped" classname="Kubernetes e2e suite" time="0">
           <skipped></skipped>
       </testcase>
-      <testcase name="[sig-network] E skips itself" classname="Kubernetes e2e suite" time="0"><skipped/></testcase>
+      <testcase name="[sig-network] E skips itself" classname="Kubernetes e2e suite" time="1.5"><skipped/></testcase>
+      <testcase name="[sig-network] F never ran" classname="Kubernetes e2e suite" time="0"><skipped/></testcase>
   </testsuite>`;
 
 describe('the JUnit reports and the summary', () => {
@@ -140,7 +141,8 @@ describe('the JUnit reports and the summary', () => {
         ['[sig-network] B fails & "says so"', 'failed', 20],
         ['[sig-network] NetworkPolicy C', 'failed', 0.25],
         ['[sig-network] D is skipped', 'skipped', 0],
-        ['[sig-network] E skips itself', 'skipped', 0],
+        ['[sig-network] E skips itself', 'skipped', 1.5],
+        ['[sig-network] F never ran', 'skipped', 0],
       ],
     );
     assert.equal(cases[1]?.failure, '/x.go:1\ntimed out\n/x.go:1\ntimed out waiting <pod>');
@@ -193,6 +195,14 @@ describe('the JUnit reports and the summary', () => {
     );
     assert.deepEqual(ok.missing, ['[sig-network] B fails & "says so"']);
     assert.equal(succeeded(ok), false);
+    // A test reported skipped in no time was never reached (ginkgo v1, interrupted): not run.
+    const cut = summarize(
+      [...selected, '[sig-network] F never ran'],
+      tests.skip,
+      tests.expectedFailures,
+      cases,
+    );
+    assert.deepEqual(cut.missing, ['[sig-network] F never ran']);
     const all = summarize(
       selected.filter((n) => !n.includes(' B ')),
       tests.skip,
