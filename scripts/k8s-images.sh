@@ -50,8 +50,9 @@ debian_base=localhost/podwire-images/debian:bookworm
 full_packages=(ca-certificates curl gnupg netbase wget git openssh-client procps autoconf automake
   bzip2 dpkg-dev file g++ gcc libc6-dev libtool make patch unzip xz-utils zlib1g-dev libssl-dev python3)
 # What upstream's agnhost image adds to Alpine (test/images/agnhost/Dockerfile: bind-tools curl
-# netcat-openbsd iproute2 iperf bash), in Debian's names, plus ping.
-agnhost_packages=(bind9-dnsutils curl ca-certificates netcat-openbsd iproute2 iperf bash iputils-ping)
+# netcat-openbsd iproute2 iperf bash), in Debian's names, plus ping, and wget, which Alpine's busybox
+# gives upstream's image and the e2e runs in it (the Service checks' `wget -q -T 1 -O - http://VIP`).
+agnhost_packages=(bind9-dnsutils curl ca-certificates netcat-openbsd iproute2 iperf bash iputils-ping wget)
 # The e2e's other images that the [sig-network] tests podwire runs need (bed/k8s-e2e/tests.yaml), in
 # Debian's packages: Nginx (an nginx in the foreground), DebianIptables (upstream's
 # build/debian-iptables package list: iptables, conntrack, ipset, ebtables, kmod, netbase).
