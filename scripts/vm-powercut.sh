@@ -131,7 +131,7 @@ kinds=(claim mkdir release)
 declare -A cuts=() caught=()
 failures=0
 expected=$work/expected # claims answered and not released by the last boot
-made=$work/made         # store directories made by earlier boots
+made=$work/made         # store directories made by earlier boots and not yet found lost
 : > "$expected"
 : > "$made"
 : > "$work/torn"
@@ -153,7 +153,8 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   newtorn=$(comm -23 <(echo "$torn" | grep . || true) "$work/torn")
   echo "$torn" | grep . > "$work/torn" || true
   missing=$(comm -23 <(sort "$expected") <(echo "$held"))
-  lostdirs=$(comm -23 <(sort "$made") <(lines "$cycle" | awk '$2 == "MADEHELD" {print $3}' | sort))
+  madeheld=$(lines "$cycle" | awk '$2 == "MADEHELD" {print $3}' | sort)
+  lostdirs=$(comm -23 <(sort "$made") <(echo "$madeheld"))
   verdict=ok
   if [ -n "$newtorn" ] || [ -n "$missing" ] || [ -n "$lostdirs" ]; then
     verdict=FAIL
@@ -190,7 +191,8 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   # allowed (releases are not fsynced; reconcile repairs them, store.ts).
   lines "$cycle" | awk '$2 == "RELEASING" {print $3 " " $4}' | sort > "$work/released"
   comm -23 "$expected.new" "$work/released" > "$expected"
-  lines "$cycle" | awk '$2 == "MADE" {print $3}' >> "$made"
+  # Directories: those this boot found (a lost one is reported once) and the one it made.
+  { echo "$madeheld"; lines "$cycle" | awk '$2 == "MADE" {print $3}'; } | grep . | sort -u > "$made" || true
 done
 summary=
 for k in "${kinds[@]}"; do summary+=" $k ${caught[$k]:-0}/${cuts[$k]:-0},"; done
