@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { KubeCluster } from '../../bed/k8s/kube-cluster.js';
+import type { KubeNode } from '../../bed/k8s/kube-node.js';
 import { applyDaemonSet, installPodwire, waitRollout } from '../../bed/k8s/podwire-install.js';
 import {
   AGNHOST,
@@ -175,8 +176,8 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
         const r = await host.curl(`http://${n.ip}:${nodePort.tcp}/hostname`);
         assert.equal(r.code, 0, `${n.name}: ${r.stderr}`);
         assert.ok(names.has(r.stdout.trim()), r.stdout);
-        const u = await host.sh(`echo hostname | nc -u -w 2 ${n.ip} ${nodePort.udp}`);
-        assert.ok(names.has(u.stdout.trim()), `${n.name} UDP: ${u.stdout} ${u.stderr}`);
+        const u = await host.udp(n.ip, nodePort.udp, 'hostname');
+        assert.ok(names.has(u), `${n.name} UDP: ${u}`);
       }
     });
   });
@@ -203,16 +204,17 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
       await waitDeployment(cluster, 'nobw');
       const [bw] = await pods(cluster, 'app=bw');
       const [nobw] = await pods(cluster, 'app=nobw');
-      // 1 MB uploaded from the underlay host to each pod: the bytes per second curl saw.
-      const upload = async (ip: string) => {
-        const r = await host.sh(
-          `head -c 1000000 /dev/zero | curl -sS -m 50 -o /dev/null -w '%{speed_upload}' -F file=@- http://${ip}:8080/upload`,
-        );
+      // 1 MB uploaded to each pod from a web pod of the other node: the bytes per second curl saw.
+      const web = await pods(cluster, 'app=web');
+      const upload = async (to: PodInfo) => {
+        const from = web.find((p) => p.node !== to.node) as PodInfo;
+        const cmd = `head -c 1000000 /dev/zero | curl -sS -m 50 -o /dev/null -w '%{speed_upload}' -F file=@- http://${to.ip}:8080/upload`;
+        const r = await execPod(cluster, from.name, ['sh', '-c', cmd]);
         assert.equal(r.code, 0, r.stderr);
         return Number(r.stdout.trim()) * 8;
       };
-      const limited = await upload(bw?.ip as string);
-      const free = await upload(nobw?.ip as string);
+      const limited = await upload(bw as PodInfo);
+      const free = await upload(nobw as PodInfo);
       assert.ok(limited < rate * 2, `limited pod: ${limited} bit/s`);
       assert.ok(free > rate * 5, `unlimited pod: ${free} bit/s`);
       await cluster.kubectlOk(['delete', 'deployment', 'bw', 'nobw', '--wait=true']);
@@ -246,7 +248,7 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
       const agents = await pods(cluster, 'app.kubernetes.io/name=podwire', 'kube-system');
       const out = new Map<string, number>();
       for (const a of agents) {
-        const r = await execPod(cluster, a.name, ['podwire', 'ipam', '--json'], 'kube-system');
+        const r = await execPod(cluster, a.name, ['podwire', 'ipam', '--json'], 'kube-system', 'agent');
         assert.equal(r.code, 0, r.stderr);
         const rows = JSON.parse(r.stdout) as { used: string }[];
         out.set(
@@ -280,7 +282,12 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
 
     test('a kubelet restart: pods keep address and connectivity', async () => {
       const before = await snapshot();
-      await cluster.nodes[0]?.restartKubelet();
+      const node = cluster.nodes[0] as KubeNode;
+      await node.restartKubelet();
+      // Up again: its health endpoint answers in the node's namespace.
+      await waitFor(
+        async () => (await node.exec(['curl', '-s', 'http://127.0.0.1:10248/healthz'], 5000)).stdout === 'ok',
+      );
       await waitFor(
         async () =>
           (
