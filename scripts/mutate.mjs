@@ -848,6 +848,12 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
   },
+  {
+    id: 'install-cni-node-name',
+    what: 'install-cni: with a cluster store the agent keeps the host name as nodeName (two nodes of one host register as one)',
+    edits: [['../deploy/install-cni.mjs', "doc.has('cluster') && !doc.has('nodeName')", 'false']],
+    tests: ['test/deploy/install-cni.test.js'],
+  },
 ];
 
 function build() {
@@ -868,6 +874,8 @@ function build() {
   symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
   if (existsSync(join(ROOT, 'config')))
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
+  // deploy/: the manifests the deploy tests read, and install-cni.mjs, which a mutation edits.
+  cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 
 /** Runs the test files, then each command (from the repository root); fails if any fails. */
