@@ -45,7 +45,8 @@ done
 [ "${CI:-}" = "true" ] && start=0
 
 packages=(iproute2 tcpdump arping iputils-ping curl containernetworking-plugins python3-scapy build-essential
-  podman runc busybox-static openvswitch-switch etcd-server nftables iptables openssl iperf3)
+  podman runc busybox-static openvswitch-switch etcd-server nftables iptables openssl iperf3
+  containerd conntrack)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -61,6 +62,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
 fi
+# The Kubernetes bed (bed/k8s/) runs a containerd of its own per node: the package's system service
+# must not run (policy-rc.d above kept it from starting at install; disabled here so that no boot
+# starts it either).
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+  systemctl disable --now containerd.service >/dev/null 2>&1 || true
+fi
+rm -f /etc/systemd/system/multi-user.target.wants/containerd.service
 # scripts/vm-kernel-test.sh (npm run test:vm): qemu alone, without the firmware and desktop bits it recommends.
 if ! command -v qemu-system-x86_64 >/dev/null; then
   echo "setup: installing qemu-system-x86"

@@ -28,11 +28,11 @@ export interface TestPki {
   otherClientKey: string;
 }
 
-async function newKey(path: string): Promise<void> {
+export async function newKey(path: string): Promise<void> {
   await must('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', path]);
 }
 
-async function newCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
+export async function newCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
   const key = join(dir, `${name}.key`);
   const cert = join(dir, `${name}.crt`);
   await newKey(key);
@@ -46,7 +46,7 @@ async function newCa(dir: string, name: string): Promise<{ cert: string; key: st
   return { cert, key };
 }
 
-async function issue(
+export async function issue(
   dir: string,
   name: string,
   ca: { cert: string; key: string },

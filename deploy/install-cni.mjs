@@ -19,7 +19,8 @@
  * ETXTBSY). Any failure exits 1 with one JSON line saying why; the kubelet restarts the container.
  *
  * Environment (defaults are the DaemonSet's paths):
- *   NODE_NAME                    this node (downward API, spec.nodeName); needed in mode `node`
+ *   NODE_NAME                    this node (downward API, spec.nodeName); needed in mode `node`;
+ *                                with a cluster: section, the agent's nodeName unless the ConfigMap sets one
  *   PODWIRE_POD_CIDRS            `node` (default) or `config`
  *   PODWIRE_UPLINK               `config` (default): `uplink` as the ConfigMap has it; `node`:
  *                                the interface that holds this Node's InternalIP (status.addresses),
@@ -177,6 +178,14 @@ async function renderAgentConfig(configIn) {
     log('info', 'uplink from the node', { node: process.env.NODE_NAME, internalIP: ips, uplink: name });
   } else if (uplinkMode !== 'config') {
     throw new InstallError(`PODWIRE_UPLINK=${uplinkMode}: must be node or config`);
+  }
+  // With a cluster store each agent registers its node under nodeName, which defaults to the host
+  // name: not always the Node's name (kubelet --hostname-override, clouds' FQDNs), and on nodes that
+  // share a host name (several nodes on one machine) every agent would register as the same node.
+  // The Node's own name, unless the ConfigMap names one.
+  if (doc.has('cluster') && !doc.has('nodeName') && process.env.NODE_NAME) {
+    doc.set('nodeName', process.env.NODE_NAME);
+    log('info', 'node name from the node', { node: process.env.NODE_NAME });
   }
   const text = doc.toString();
   return { text, config: parseAgentConfig(text) };

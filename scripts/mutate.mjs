@@ -856,6 +856,12 @@ const MUTATIONS = [
     tests: I4,
     commands: [POWERCUT],
   },
+  {
+    id: 'install-cni-node-name',
+    what: 'install-cni: with a cluster store the agent keeps the host name as nodeName (two nodes of one host register as one)',
+    edits: [['../deploy/install-cni.mjs', "doc.has('cluster') && !doc.has('nodeName')", 'false']],
+    tests: ['test/deploy/install-cni.test.js'],
+  },
 ];
 
 function build() {
@@ -876,6 +882,8 @@ function build() {
   symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
   if (existsSync(join(ROOT, 'config')))
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
+  // deploy/: the manifests the deploy tests read, and install-cni.mjs, which a mutation edits.
+  cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 
 /** Runs the test files, then each command (from the repository root); fails if any fails. */
