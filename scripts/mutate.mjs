@@ -37,14 +37,15 @@ const I4 = [
   'test/agent/crash.test.js',
 ];
 /**
- * The power cut in the qemu guest (scripts/vm-powercut.sh), on the mutated tree's guest program; 5
- * cuts keep the run under 20 minutes (`npm run test:vm` makes 10).
+ * The power cut in the qemu guest (scripts/vm-powercut.sh), on the mutated tree's guest program. Each
+ * cut is aimed at one step (claim, mkdir, release in turn) and catches a dropped sync of that step
+ * every time, so 3 cuts (one of each) are enough here (`npm run test:vm` makes 10).
  */
 const POWERCUT = {
   cmd: 'scripts/vm-powercut.sh',
   env: {
     PODWIRE_POWERCUT_GUEST: '.cache/mutate/dist/test/ipam/powercut-guest.js',
-    PODWIRE_POWERCUT_CYCLES: '5',
+    PODWIRE_POWERCUT_CYCLES: '3',
   },
 };
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
@@ -848,6 +849,19 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
   },
+  {
+    id: 'i4-mkdir-parent-fsync',
+    what: "I4: mkdirDurably's fsync of each new directory's parent dropped",
+    edits: [['src/ipam/fs-durable.js', 'await syncDir(dirname(dir));', ';']],
+    tests: I4,
+    commands: [POWERCUT],
+  },
+  {
+    id: 'install-cni-node-name',
+    what: 'install-cni: with a cluster store the agent keeps the host name as nodeName (two nodes of one host register as one)',
+    edits: [['../deploy/install-cni.mjs', "doc.has('cluster') && !doc.has('nodeName')", 'false']],
+    tests: ['test/deploy/install-cni.test.js'],
+  },
 ];
 
 function build() {
@@ -868,6 +882,8 @@ function build() {
   symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
   if (existsSync(join(ROOT, 'config')))
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
+  // deploy/: the manifests the deploy tests read, and install-cni.mjs, which a mutation edits.
+  cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 
 /** Runs the test files, then each command (from the repository root); fails if any fails. */

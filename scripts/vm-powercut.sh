@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The IPAM power-cut test (I4, issue 16): the file store's state directory on a virtio disk of its
-# own (ext4, qemu cache=none, so the host keeps only what the guest wrote out and nothing of the
-# guest's page cache), claims and releases running in the guest (test/ipam/powercut-guest.ts), and
-# the guest killed hard (SIGKILL of qemu) at a random moment, CYCLES times (default 10). After each
-# cut the next boot reads the store first: no torn claim file, no owner with two claims, and every
-# claim the previous boot answered (and did not release) still there. A dropped fdatasync leaves
-# empty claim files; a dropped directory fsync loses answered claims.
+# The IPAM power-cut test (I4, issues 16 and 30): the file store's state directory on a virtio disk
+# of its own (ext4, qemu cache=none, so the host keeps only what the guest wrote out and nothing of
+# the guest's page cache), claims and releases running in the guest (test/ipam/powercut-guest.ts),
+# and the guest killed hard (SIGKILL of qemu) CYCLES times (default 10), each time the moment it says
+# it has just finished the step the cut is aimed at, in turn: a claim answered, a store directory
+# made (mkdirDurably), a release done. The guest's kernel flushes nothing on its own (ext4 commit=600,
+# periodic writeback off), so only the store's own syncs put anything on the disk, however slow the
+# guest or this machine: a dropped sync loses its step at every cut aimed at it, not by luck. After
+# each cut the next boot reads the store first: no torn claim file, no owner with two claims, every
+# claim the previous boot answered (and did not release) still there, every store directory made
+# still there. A dropped fdatasync leaves empty claim files (every claim or release cut); a dropped
+# directory fsync loses the last answered claim (claim cut) or the new directory (mkdir cut); a
+# dropped parent fsync in mkdirDurably loses the new directory (mkdir cut; after a claim the range
+# directory's own fsync commits the ext4 journal, parent entry included).
 #
 #   scripts/vm-powercut.sh            (npm run build first; npm run test:vm runs it)
+#   PODWIRE_POWERCUT_CYCLES=N         cuts (the kinds in turn: claim, mkdir, release)
 #
 # Same guest as vm-kernel-test.sh (Debian's kernel, this machine's root read-only over virtio-9p,
 # software emulation); its disk image lives in .cache and is removed at the end, pass or fail.
@@ -74,7 +82,9 @@ for m in $(for m in "${ordered[@]}"; do printf '%s ' "$(basename "$m")"; done); 
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mount -t tmpfs run /host/run; mkdir -p /host/run/tmp /host/run/state
-mount -t ext4 /dev/vda /host/run/state || echo "POWERCUT NODISK"
+# Nothing written out but what the store syncs: no journal commit on a timer, no periodic writeback.
+echo 0 > /proc/sys/vm/dirty_writeback_centisecs; echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+mount -t ext4 -o commit=600 /dev/vda /host/run/state || echo "POWERCUT NODISK"
 mkdir -p /host/run/log; mount -t 9p -o trans=virtio,version=9p2000.L pclog /host/run/log
 boot=\$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^pcboot=//p')
 mode=\$(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^pcmode=//p')
@@ -88,7 +98,7 @@ chmod +x "$init/init"
 mkdir -p "$work/log"
 disk=$work/state.img
 truncate -s 128M "$disk"
-mkfs.ext4 -q -F "$disk"
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$disk"
 
 # boot N MODE CONSOLE: starts the guest in the background; sets qemu_pid.
 boot() {
@@ -102,7 +112,8 @@ boot() {
   qemu_pid=$!
 }
 
-# wait_for FILE PATTERN SECONDS
+# wait_for FILE PATTERN SECONDS: the limit only ends a guest that hangs (a boot takes 30 s here
+# alone, minutes beside other emulated guests); nothing is judged by how long a step took.
 wait_for() {
   local i
   for ((i = 0; i < $3 * 10; i++)); do
@@ -116,43 +127,60 @@ wait_for() {
 # The guest's lines of boot N (from its log on the 9p share, never behind what it did).
 lines() { grep -a '^POWERCUT ' "$work/log/boot-$1.log" 2>/dev/null || true; }
 
+kinds=(claim mkdir release)
+declare -A cuts=() caught=()
 failures=0
 expected=$work/expected # claims answered and not released by the last boot
+made=$work/made         # store directories made by earlier boots and not yet found lost
 : > "$expected"
+: > "$made"
+: > "$work/torn"
+cut=
 for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   console=$work/console-$cycle.log
-  mode=run
+  mode=${kinds[$(((cycle - 1) % ${#kinds[@]}))]}
   [ "$cycle" -gt "$cycles" ] && mode=check
   boot "$cycle" "$mode" "$console"
-  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT CHECKED' 300; then
+  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT CHECKED' 900; then
     echo "vm-powercut: boot $cycle did not check the store; its console:" >&2
     tr -d '\r' < "$console" | tail -30 >&2
     exit 1
   fi
-  # What this boot found against what the last one answered.
+  # What this boot found against what the last one answered. A torn file is counted against the cut
+  # before the boot that first finds it (later boots find it again).
   held=$(lines "$cycle" | awk '$2 == "HELD" {print $3 " " $4}' | sort)
-  torn=$(lines "$cycle" | awk '$2 == "TORN" || $2 == "DUPLICATE" || $2 == "LISTFAILED"')
+  torn=$(lines "$cycle" | awk '$2 == "TORN" || $2 == "DUPLICATE" || $2 == "LISTFAILED"' | sort)
+  newtorn=$(comm -23 <(echo "$torn" | grep . || true) "$work/torn")
+  echo "$torn" | grep . > "$work/torn" || true
   missing=$(comm -23 <(sort "$expected") <(echo "$held"))
+  madeheld=$(lines "$cycle" | awk '$2 == "MADEHELD" {print $3}' | sort)
+  lostdirs=$(comm -23 <(sort "$made") <(echo "$madeheld"))
   verdict=ok
-  if [ -n "$torn" ] || [ -n "$missing" ]; then verdict=FAIL; failures=$((failures + 1)); fi
-  echo "boot $cycle: $(echo "$held" | grep -c . || true) claims held, $(wc -l < "$expected") answered before the cut; $verdict"
-  [ -n "$torn" ] && echo "$torn" | sed 's/^/  /'
+  if [ -n "$newtorn" ] || [ -n "$missing" ] || [ -n "$lostdirs" ]; then
+    verdict=FAIL
+    failures=$((failures + 1))
+    [ -n "$cut" ] && caught[$cut]=$((${caught[$cut]:-0} + 1))
+  fi
+  echo "boot $cycle${cut:+ (after a $cut cut)}: $(echo "$held" | grep -c . || true) claims held, $(wc -l < "$expected") answered before the cut, $(wc -l < "$made") directories made; $verdict"
+  [ -n "$newtorn" ] && echo "$newtorn" | sed 's/^/  /'
   [ -n "$missing" ] && echo "$missing" | sed 's/^/  lost: /'
+  [ -n "$lostdirs" ] && echo "$lostdirs" | sed 's/^/  lost directory: made\//'
   if [ "$mode" = check ]; then
     wait "$qemu_pid" || true
     qemu_pid=
     break
   fi
-  # Let the claims run for a random 1-4 s, then cut the power.
-  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT ANSWERED' 120; then
-    echo "vm-powercut: boot $cycle answered no claim; its console:" >&2
+  # The guest says CUT once the aimed-at step is done and then does nothing; cut the power at once.
+  if ! wait_for "$work/log/boot-$cycle.log" 'POWERCUT CUT' 900; then
+    echo "vm-powercut: boot $cycle did not reach its $mode cut; its console:" >&2
     tr -d '\r' < "$console" | tail -30 >&2
     exit 1
   fi
-  sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
   kill -9 "$qemu_pid"
   wait "$qemu_pid" 2>/dev/null || true
   qemu_pid=
+  cut=$mode
+  cuts[$cut]=$((${cuts[$cut]:-0} + 1))
   # Answered and not released by this boot, plus what earlier boots left that this one did not touch.
   lines "$cycle" | awk '
     $2 == "ANSWERED" { held[$3 " " $4] = 1 }
@@ -163,6 +191,10 @@ for ((cycle = 1; cycle <= cycles + 1; cycle++)); do
   # allowed (releases are not fsynced; reconcile repairs them, store.ts).
   lines "$cycle" | awk '$2 == "RELEASING" {print $3 " " $4}' | sort > "$work/released"
   comm -23 "$expected.new" "$work/released" > "$expected"
+  # Directories: those this boot found (a lost one is reported once) and the one it made.
+  { echo "$madeheld"; lines "$cycle" | awk '$2 == "MADE" {print $3}'; } | grep . | sort -u > "$made" || true
 done
-echo "vm-powercut: $cycles cuts, $failures boots found a torn, duplicate or lost claim"
+summary=
+for k in "${kinds[@]}"; do summary+=" $k ${caught[$k]:-0}/${cuts[$k]:-0},"; done
+echo "vm-powercut: $cycles cuts; cuts after which the next boot found a torn, duplicate or lost claim or a lost directory:${summary%,}"
 [ "$failures" -eq 0 ]

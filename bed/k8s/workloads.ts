@@ -127,8 +127,10 @@ export function execPod(
   pod: string,
   cmd: string[],
   namespace = 'default',
+  container?: string,
 ): Promise<Run> {
-  return cluster.kubectl(['-n', namespace, 'exec', pod, '--', ...cmd], { timeoutMs: 60_000 });
+  const c = container === undefined ? [] : ['-c', container];
+  return cluster.kubectl(['-n', namespace, 'exec', pod, ...c, '--', ...cmd], { timeoutMs: 60_000 });
 }
 
 /** An HTTP GET from inside a pod (curl in the agnhost image): the body, or an error with curl's code. */
@@ -203,7 +205,17 @@ export class UnderlayHost {
 
   /** A shell command in the host's namespace. */
   sh(cmd: string): Promise<Run> {
-    return run('ip', ['netns', 'exec', (this.ul as UnderlayNode).ns, 'sh', '-c', cmd], { timeoutMs: 60_000 });
+    return run('ip', ['netns', 'exec', (this.ul as UnderlayNode).ns, 'bash', '-c', cmd], {
+      timeoutMs: 60_000,
+    });
+  }
+
+  /** One UDP datagram from the host's namespace (bash's /dev/udp; no netcat here): the answer. */
+  async udp(ip: string, port: number, msg: string): Promise<string> {
+    const r = await this.sh(
+      `exec 3<>/dev/udp/${ip}/${port}; printf '%s' '${msg}' >&3; timeout 3 dd bs=512 count=1 <&3 2>/dev/null`,
+    );
+    return r.stdout.trim();
   }
 
   async cleanup(): Promise<void> {

@@ -420,6 +420,28 @@ describe('install-cni.mjs: the uplink from the Node', () => {
     }
   });
 
+  // Depends on the nodeName step (install-cni.mjs): without it every agent registered in the store
+  // under the host name, and two nodes of one host (the Kubernetes bed's) were one node to etcd.
+  test("with a cluster store: nodeName is the Node's name, unless the ConfigMap names one", async () => {
+    const b = bed({ conflist: ETCD_TLS.data['10-podwire.conflist'] });
+    try {
+      writeFileSync(b.path('in/agent.yaml'), ETCD_TLS.data['agent.yaml'] as string);
+      const r = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
+      assert.equal(r.code, 0, r.stderr);
+      const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
+      assert.equal(rendered.cluster?.nodeName, 'node-ul7');
+      writeFileSync(b.path('in/agent.yaml'), `${ETCD_TLS.data['agent.yaml']}nodeName: chosen-name\n`);
+      const kept = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
+      assert.equal(kept.code, 0, kept.stderr);
+      assert.equal(
+        parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8')).cluster?.nodeName,
+        'chosen-name',
+      );
+    } finally {
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  });
+
   test('PODWIRE_UPLINK=node and no interface with the InternalIP: fails naming it, installs nothing', async () => {
     const b = bed({ conflist: ETCD_TLS.data['10-podwire.conflist'] });
     try {

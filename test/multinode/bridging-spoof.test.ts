@@ -8,13 +8,14 @@
  * `podGuards: off` B's and the host's entries for A become the pod's MAC and the audit reports it;
  * checked when this test was written); OVS, table 10 of src/datapath/ovs/pipeline.ts.
  */
+
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startArpAudit } from '../../bed/arp-audit-run.js';
 import { TestCluster } from '../../bed/cluster.js';
 import { ipJson, type Run } from '../../bed/exec.js';
-import { ROOT, resultIps } from '../../bed/node.js';
+import { resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { pingFrom } from '../../bed/traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from '../../bed/underlay.js';
@@ -26,7 +27,6 @@ import { podMacOf } from '../datapath/ovs/ovs-node.js';
 import { ScapySender, scapyAvailable } from '../datapath/ovs/scapy-sender.js';
 import { reportOvsSkip } from '../datapath/ovs-skip.js';
 
-const CLI = `${ROOT}/bin/podwire`;
 const DATAPATHS = (
   process.env.PODWIRE_BRIDGING_DATAPATHS ?? (ovsAvailable() ? 'linux-bridge,ovs' : 'linux-bridge')
 ).split(',') as Array<'linux-bridge' | 'ovs'>;
@@ -38,13 +38,7 @@ function audit(
   socket: string,
   seconds: number,
 ): { ready: Promise<void>; done: Promise<Run> } {
-  const child = spawn('ip', [
-    'netns',
-    'exec',
-    underlayNs,
-    CLI,
-    'arp',
-    'audit',
+  return startArpAudit(underlayNs, [
     '--interface',
     UNDERLAY_BRIDGE,
     '--seconds',
@@ -53,26 +47,6 @@ function audit(
     '--socket',
     socket,
   ]);
-  let stdout = '';
-  let stderr = '';
-  let ready: () => void = () => {};
-  const readyP = new Promise<void>((r) => {
-    ready = r;
-  });
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    if (stderr.includes('capturing on')) ready();
-  });
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (code) => {
-      ready();
-      resolve({ code: code ?? -1, stdout, stderr });
-    }),
-  );
-  return { ready: readyP, done };
 }
 
 async function neighMac(ns: string, ip: string): Promise<string | undefined> {

@@ -9,15 +9,16 @@
  * - Agent stop and start with the uplink moved: the node's own connectivity loses at most 1 s at
  *   each transition; after the stop the uplink is exactly as before.
  */
+
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { startArpAudit } from '../../bed/arp-audit-run.js';
 import { TestCluster } from '../../bed/cluster.js';
 import { ipJson, must, type Run, run } from '../../bed/exec.js';
-import { type CniOutcome, ROOT, resultIps } from '../../bed/node.js';
+import { type CniOutcome, resultIps } from '../../bed/node.js';
 import { ovsAvailable } from '../../bed/ovs.js';
 import { pingFrom } from '../../bed/traffic.js';
 import { UNDERLAY_BRIDGE, type UnderlayNode } from '../../bed/underlay.js';
@@ -27,7 +28,6 @@ import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import type { AuditReport } from '../../src/arp/audit.js';
 import { EtcdStore } from '../../src/cluster/etcd-store.js';
 
-const CLI = `${ROOT}/bin/podwire`;
 /** Both datapaths where OVS is installed; `PODWIRE_BRIDGING_DATAPATHS=ovs` (say) picks. */
 const DATAPATHS = (process.env.PODWIRE_BRIDGING_DATAPATHS ?? 'linux-bridge,ovs').split(',') as Array<
   'linux-bridge' | 'ovs'
@@ -68,19 +68,13 @@ async function uplinkView(ns: string): Promise<LinkView> {
   };
 }
 
-/** Runs `podwire arp audit` on the underlay bridge; resolves `ready` when its capture is open. */
+/** `podwire arp audit` on the underlay bridge for `seconds`; `ready` once its capture is open. */
 function startAudit(
   underlayNs: string,
   socket: string,
   seconds: number,
 ): { ready: Promise<void>; done: Promise<Run> } {
-  const child = spawn('ip', [
-    'netns',
-    'exec',
-    underlayNs,
-    CLI,
-    'arp',
-    'audit',
+  return startArpAudit(underlayNs, [
     '--interface',
     UNDERLAY_BRIDGE,
     '--seconds',
@@ -89,26 +83,6 @@ function startAudit(
     '--socket',
     socket,
   ]);
-  let stdout = '';
-  let stderr = '';
-  let ready: () => void = () => {};
-  const readyP = new Promise<void>((r) => {
-    ready = r;
-  });
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    if (stderr.includes('capturing on')) ready();
-  });
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (code) => {
-      ready();
-      resolve({ code: code ?? -1, stdout, stderr });
-    }),
-  );
-  return { ready: readyP, done };
 }
 
 interface PingTally {

@@ -1,198 +1,40 @@
 /**
  * The C relay (relay/podwire-cni.c) against a fake agent: a Node unix-socket server in a temporary
  * directory that records the request frame and sends a scripted answer; then against the agent's own
- * socket server (src/agent/cni/cni-server.ts) with a handler that runs the real parseEnv.
+ * socket server (src/agent/cni/cni-server.ts) with a handler that runs the real parseEnv. What the
+ * relay tells a person and a misconfigured runtime: answers.test.ts.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { chmodSync, chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { before, describe, type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { CniServer, decodeRequest } from '../../src/agent/cni/cni-server.js';
 import { jsonLogger } from '../../src/agent/log.js';
 import { PodwireError } from '../../src/base/errors.js';
 import { parseEnv } from '../../src/cni/env.js';
 import { toCniErrorObject } from '../../src/cni/errors.js';
-
-/** The repository root: the nearest ancestor of this file that holds relay/Makefile. */
-function findRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'relay', 'Makefile'))) {
-    const up = dirname(dir);
-    if (up === dir) throw new Error('relay/Makefile not found above the test file');
-    dir = up;
-  }
-  return dir;
-}
-
-const ROOT = findRoot();
-const RELAY = join(ROOT, 'relay', 'podwire-cni');
-const STDIN_MAX = 1 << 20;
-const HAVE_CC = spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
-
-/** What the fake agent does with a connection. */
-type Behaviour =
-  | { kind: 'answer'; status: number; stdout: Buffer }
-  | { kind: 'hang-up-at-once' }
-  | { kind: 'hang-up-after-request' }
-  /** Reads the request, never answers. */
-  | { kind: 'silent' }
-  /** Never reads: the relay's sends block once the socket buffers are full. */
-  | { kind: 'deaf' }
-  /**
-   * Answers on the first bytes and closes with the rest of the request unread, as the agent did with
-   * a request over its size limit: the relay's send fails (EPIPE or ECONNRESET) after the answer.
-   */
-  | { kind: 'answer-early'; status: number; stdout: Buffer };
-
-interface FakeAgent {
-  /** Every complete request frame received, in order. */
-  requests: Buffer[];
-  connections: number;
-  errors: Error[];
-}
-
-/** A temporary directory removed when the test ends, pass or fail. */
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'podwire-relay-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function startAgent(t: TestContext, path: string, behaviour: Behaviour): Promise<FakeAgent> {
-  const agent: FakeAgent = { requests: [], connections: 0, errors: [] };
-  // allowHalfOpen: the relay shuts down its write side first and still reads the answer.
-  const open = new Set<Socket>();
-  const server = createServer({ allowHalfOpen: true, pauseOnConnect: behaviour.kind === 'deaf' }, (sock) => {
-    agent.connections++;
-    open.add(sock);
-    sock.on('close', () => open.delete(sock));
-    sock.on('error', (err) => agent.errors.push(err));
-    if (behaviour.kind === 'hang-up-at-once') {
-      sock.destroy();
-      return;
-    }
-    if (behaviour.kind === 'answer-early') {
-      sock.once('data', () => {
-        sock.end(Buffer.concat([Buffer.from([behaviour.status]), behaviour.stdout]));
-        sock.once('finish', () => sock.destroy());
-      });
-      return;
-    }
-    const chunks: Buffer[] = [];
-    sock.on('data', (chunk: Buffer) => chunks.push(chunk));
-    sock.on('end', () => {
-      agent.requests.push(Buffer.concat(chunks));
-      if (behaviour.kind === 'answer') {
-        sock.end(Buffer.concat([Buffer.from([behaviour.status]), behaviour.stdout]));
-      } else if (behaviour.kind === 'hang-up-after-request') {
-        sock.end();
-      }
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => resolve());
-  });
-  t.after(async () => {
-    // close() waits for open connections; a silent or deaf agent's must be cut first.
-    for (const sock of open) sock.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return agent;
-}
-
-interface RelayRun {
-  status: number | null;
-  stdout: Buffer;
-  stderr: string;
-}
-
-/**
- * Runs the relay with exactly `env` as its environment and `stdin` as its input. `raw` adds variables
- * whose values are bytes, not text (invalid UTF-8 cannot go through a JS string): a shell exports
- * them with printf and then execs the relay.
- */
-function runRelay(
-  env: Record<string, string>,
-  stdin: Buffer | string,
-  relay = RELAY,
-  opts: { cwd?: string; raw?: Record<string, Buffer> } = {},
-): Promise<RelayRun> {
-  return new Promise((resolve, reject) => {
-    const raw = Object.entries(opts.raw ?? {});
-    const octal = (b: Buffer) => [...b].map((c) => `\\${c.toString(8).padStart(3, '0')}`).join('');
-    const script = `${raw.map(([k, v]) => `export ${k}="$(printf '${octal(v)}')"; `).join('')}exec "$0"`;
-    const [file, args] = raw.length > 0 ? ['/bin/sh', ['-c', script, relay]] : [relay, []];
-    const child = spawn(file, args, { env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => err.push(c));
-    child.stdin.on('error', reject);
-    child.on('error', reject);
-    child.on('close', (status) =>
-      resolve({ status, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }),
-    );
-    child.stdin.end(stdin);
-  });
-}
-
-/** Splits a request frame into its environment entries and the stdin bytes. */
-function parseFrame(frame: Buffer): { env: string[]; stdin: Buffer } {
-  assert.ok(frame.length >= 4, `frame of ${frame.length} bytes has no length prefix`);
-  const n = frame.readUInt32BE(0);
-  assert.ok(4 + n <= frame.length, `env block of ${n} bytes overruns the ${frame.length}-byte frame`);
-  const block = frame.subarray(4, 4 + n).toString('utf8');
-  const env = block === '' ? [] : block.split('\0');
-  if (env.length > 0) assert.equal(env.pop(), '', 'every entry ends with a NUL');
-  return { env, stdin: frame.subarray(4 + n) };
-}
-
-interface CniError {
-  cniVersion: string;
-  code: number;
-  msg: string;
-}
-
-function parseError(run: RelayRun): CniError {
-  assert.equal(run.status, 1, `relay exit status (stderr: ${run.stderr})`);
-  return JSON.parse(run.stdout.toString('utf8')) as CniError;
-}
-
-const CNI_ENV = {
-  CNI_COMMAND: 'ADD',
-  CNI_CONTAINERID: 'b4a2f1c0de',
-  CNI_NETNS: '/var/run/netns/cni-1234',
-  CNI_IFNAME: 'eth0',
-  CNI_PATH: '/opt/cni/bin:/usr/lib/cni',
-  CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0',
-  CNI_EMPTY: '',
-  CNI_UTF8: 'héllo=wörld',
-};
-const OTHER_ENV = { PATH: '/usr/bin:/bin', HOME: '/root', CNIX: 'no', cni_lower: 'no', XCNI_FOO: 'no' };
-
-function config(socket: string | undefined, extra: Record<string, unknown> = {}): string {
-  return JSON.stringify({
-    cniVersion: '1.0.0',
-    name: 'podwire',
-    type: 'podwire-cni',
-    // A nested "socket" that the relay must not take for the top-level one.
-    ipam: { type: 'host-local', socket: '/nested/must/not/be/used', ranges: [[{ subnet: '10.244.1.0/24' }]] },
-    note: 'escapes \\ " \n \u00e9 and a fake key: "socket": "/wrong"',
-    ...(socket === undefined ? {} : { socket }),
-    ...extra,
-  });
-}
+import {
+  buildRelay,
+  CNI_ENV,
+  config,
+  HAVE_CC,
+  OTHER_ENV,
+  parseError,
+  parseFrame,
+  RELAY,
+  ROOT,
+  runRelay,
+  STDIN_MAX,
+  startAgent,
+  tempDir,
+} from './harness.js';
 
 describe('podwire-cni relay', { skip: HAVE_CC ? false : 'no C compiler (cc) to build relay/' }, () => {
   before(() => {
-    const make = spawnSync('make', ['-C', join(ROOT, 'relay')], { encoding: 'utf8' });
-    assert.equal(make.status, 0, `make -C relay failed:\n${make.stdout}${make.stderr}`);
+    buildRelay();
     assert.ok(existsSync(join(ROOT, 'bin', 'podwire-cni')), 'make installs bin/podwire-cni');
   });
 
@@ -519,8 +361,7 @@ describe("podwire-cni relay against the agent's socket server", {
   skip: HAVE_CC ? false : 'no C compiler (cc) to build relay/',
 }, () => {
   before(() => {
-    const make = spawnSync('make', ['-C', join(ROOT, 'relay')], { encoding: 'utf8' });
-    assert.equal(make.status, 0, `make -C relay failed:\n${make.stdout}${make.stderr}`);
+    buildRelay();
   });
 
   // The agent refuses a request over MAX_REQUEST (1 MiB + 64 KiB) with code 6. Each side's fix alone
@@ -614,97 +455,5 @@ describe("the agent's socket server", () => {
     // A leading byte-order mark is part of the value (a decoder that drops it would change the value).
     const kept = decodeRequest(frame(Buffer.from('CNI_ARGS=\ufeffK=v\0CNI_UTF8=h\u00e9llo\0')));
     assert.deepEqual(kept.env, { CNI_ARGS: '\ufeffK=v', CNI_UTF8: 'h\u00e9llo' });
-  });
-});
-
-describe('podwire-cni relay: what a person and a misconfigured runtime are told (issue 29)', {
-  skip: HAVE_CC ? false : 'no C compiler (cc) to build relay/',
-}, () => {
-  before(() => {
-    const make = spawnSync('make', ['-C', join(ROOT, 'relay')], { encoding: 'utf8' });
-    assert.equal(make.status, 0, `make -C relay failed:\n${make.stdout}${make.stderr}`);
-  });
-
-  // Depends on `answer_person` (podwire-cni.c, main()): the old relay read stdin and, with no
-  // CNI_COMMAND, relayed to the default socket (code 11, exit 1).
-  test('`--help` and `version`: usage for a person on stdout, exit 0, nothing relayed', async (t) => {
-    for (const arg of ['--help', '-h', 'help']) {
-      const r = spawnSync(RELAY, [arg], { env: {}, input: '', encoding: 'utf8' });
-      assert.equal(r.status, 0, `${arg}: ${r.stderr}`);
-      assert.match(r.stdout, /^usage: CNI_COMMAND=ADD\|DEL\|CHECK\|GC\|STATUS\|VERSION /);
-      assert.match(r.stdout, /relays the call to the podwire agent/);
-      assert.equal(r.stderr, '');
-    }
-    for (const arg of ['version', '--version']) {
-      const r = spawnSync(RELAY, [arg], { env: {}, input: '', encoding: 'utf8' });
-      assert.equal(r.status, 0, `${arg}: ${r.stderr}`);
-      assert.match(
-        r.stdout,
-        /^podwire-cni: the CNI plugin of podwire.*\nCNI spec versions: 0\.3\.0 0\.3\.1 0\.4\.0 1\.0\.0 1\.1\.0\n$/,
-      );
-    }
-    // With an agent there, still nothing is sent to it.
-    const sock = join(tempDir(t), 'agent.sock');
-    const agent = await startAgent(t, sock, { kind: 'answer', status: 0, stdout: Buffer.from('{}') });
-    const r = spawnSync(RELAY, ['--help'], { env: CNI_ENV, input: config(sock), encoding: 'utf8' });
-    assert.equal(r.status, 0);
-    assert.equal(agent.connections, 0);
-  });
-
-  // Depends on `config.is_list` (podwire-cni.c, scan_member and scan_config): the old relay took the
-  // list for a plugin config and relayed it to the default socket, the "socket" in plugins[] unseen.
-  test('a whole conflist on stdin: refused with code 7 saying so, nothing sent', async (t) => {
-    const sock = join(tempDir(t), 'agent.sock');
-    const agent = await startAgent(t, sock, { kind: 'answer', status: 0, stdout: Buffer.from('{}') });
-    const list = JSON.stringify({
-      cniVersion: '1.0.0',
-      name: 'podwire',
-      plugins: [
-        { type: 'podwire-cni', socket: sock },
-        { type: 'portmap', capabilities: { portMappings: true } },
-      ],
-    });
-    const err = parseError(await runRelay(CNI_ENV, list));
-    assert.equal(err.code, 7);
-    assert.equal(err.cniVersion, '1.0.0');
-    assert.match(
-      err.msg,
-      /^network config on stdin is a whole network list \(a conflist: it has "plugins": \[\.\.\.\]\), not one plugin's config; .*pass podwire's entry alone$/,
-    );
-    assert.equal(agent.connections, 0);
-    // A plugin config with a "plugins" key that is not a list is a plugin config.
-    const one = await runRelay(CNI_ENV, config(sock, { plugins: 'not a list' }));
-    assert.equal(one.status, 0, one.stderr);
-  });
-
-  // Depends on `supported_version` in fail() (podwire-cni.c): the old relay labelled its error with
-  // the config's version whatever it was, "9.9.9" included.
-  test("an error for a config of a version podwire does not speak is labelled with podwire's, not that one", async (t) => {
-    const dir = tempDir(t);
-    for (const version of ['9.9.9', '0.2.0', '']) {
-      const err = parseError(
-        await runRelay(CNI_ENV, config(join(dir, 'absent.sock'), { cniVersion: version })),
-      );
-      assert.equal(err.code, 11);
-      assert.equal(err.cniVersion, '1.1.0', `config cniVersion ${JSON.stringify(version)}`);
-    }
-    // A supported one is kept.
-    const err = parseError(
-      await runRelay(CNI_ENV, config(join(dir, 'absent.sock'), { cniVersion: '0.4.0' })),
-    );
-    assert.equal(err.cniVersion, '0.4.0');
-  });
-
-  // Depends on the "\n" after the object in fail() and answer_version() (podwire-cni.c).
-  test("the relay's own answers end with a newline", async (t) => {
-    const err = await runRelay(CNI_ENV, config(join(tempDir(t), 'absent.sock')));
-    assert.equal(err.status, 1);
-    assert.match(err.stdout.toString(), /^\{.*\}\n$/);
-    const version = await runRelay({ CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}');
-    assert.equal(version.status, 0, version.stderr);
-    assert.equal(
-      version.stdout.toString(),
-      '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}\n',
-    );
   });
 });
