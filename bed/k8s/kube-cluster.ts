@@ -160,6 +160,7 @@ export class KubeCluster {
       const lines = r.stdout.split('\n').filter((l) => l !== '');
       return r.code === 0 && lines.length === this.nodes.length;
     });
+    await this.#routePodCIDRs();
     await this.#waitFor(
       'the default ServiceAccount',
       async () => (await this.kubectl(['get', 'serviceaccount', 'default'])).code === 0,
@@ -168,6 +169,26 @@ export class KubeCluster {
     this.#say(`kubeconfig: ${this.adminKubeconfig} (kubectl runs in netns ${this.underlay.ns})`);
     for (const l of this.logs()) this.#say(`log ${l.name}: ${l.path}`);
     return this;
+  }
+
+  /**
+   * The control plane's namespace routes each Node's pod CIDRs to the Node's InternalIP, as a control
+   * plane host that runs the CNI itself would reach pods: the API server's proxy to a pod or a Service
+   * (`/api/v1/namespaces/NS/pods/NAME/proxy`, the upstream e2e's Proxy tests) connects to the pod's
+   * address from here.
+   */
+  async #routePodCIDRs(): Promise<void> {
+    const out = await this.kubectlOk(['get', 'nodes', '-o', 'json']);
+    const nodes = (JSON.parse(out) as { items: KubeNodeObject[] }).items;
+    for (const n of nodes) {
+      for (const cidr of n.spec?.podCIDRs ?? []) {
+        const ip = n.status?.addresses?.find(
+          (a) => a.type === 'InternalIP' && a.address.includes(':') === cidr.includes(':'),
+        )?.address;
+        if (ip === undefined) continue;
+        await must('ip', ['-n', this.underlay.ns, 'route', 'replace', cidr, 'via', ip]);
+      }
+    }
   }
 
   #startControlPlane(): void {
@@ -294,4 +315,10 @@ export class KubeCluster {
     rmSync(this.dir, { recursive: true, force: true });
     if (errors.length > 0) throw new AggregateError(errors, 'k8s bed cleanup');
   }
+}
+
+/** The parts of a Node object the bed reads. */
+interface KubeNodeObject {
+  spec?: { podCIDRs?: string[] };
+  status?: { addresses?: Array<{ type: string; address: string }> };
 }

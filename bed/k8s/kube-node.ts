@@ -186,9 +186,10 @@ export class KubeNode {
       '--bind-address', this.ip,
       '--proxy-mode', 'iptables',
       '--cluster-cidr', o.clusterCIDR,
+      // The machine-wide conntrack table size is the machine's (0: kube-proxy leaves it alone); the TCP
+      // timeouts are the node namespace's own, set by kube-proxy to its defaults (the e2e checks
+      // close-wait's hour).
       '--conntrack-max-per-core', '0',
-      '--conntrack-tcp-timeout-established', '0',
-      '--conntrack-tcp-timeout-close-wait', '0',
       '--metrics-bind-address', '127.0.0.1:10249',
       '--healthz-bind-address', '127.0.0.1:10256',
       '--feature-gates', o.featureGates,
