@@ -837,16 +837,32 @@ const MUTATIONS = [
     tests: ['test/agent/bad-input.test.js'],
   },
   {
-    id: 'linux-bridge-pod-tx-checksumming',
-    what: 'Linux bridge: pods keep transmit checksumming (a pending checksum is completed after the guard)',
+    id: 'checksum-hop-no-redirect',
+    what: "the host veth's ingress is not redirected to the checksum IFB (a pending checksum is completed after the guard)",
+    edits: [['src/datapath/checksum-ifb.js', 'this.#nl.addIngressRedirect(hostIfindex, ifb);', 'void ifb;']],
+    tests: [
+      'test/datapath/spoofing-linux-bridge.test.js',
+      'test/datapath/checksum-hop.test.js',
+      'test/agent/checksum-hop-restart.test.js',
+      'test/multinode/checksum-forge.test.js',
+      'test/multinode/bridging-spoof.test.js',
+    ],
+  },
+  {
+    id: 'checksum-hop-ifb-tx-on',
+    what: 'the checksum IFB keeps transmit checksumming (it hands the pending checksum on unfinished)',
     edits: [
       [
-        'src/datapath/linux-bridge/bridge-datapath.js',
-        'podTxChecksumming = false;',
-        'podTxChecksumming = true;',
+        'src/datapath/checksum-ifb.js',
+        'eth.setTxChecksumming(this.#name, false);',
+        'eth.setTxChecksumming(this.#name, true);',
       ],
     ],
-    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
+    tests: [
+      'test/datapath/spoofing-linux-bridge.test.js',
+      'test/datapath/checksum-hop.test.js',
+      'test/multinode/checksum-forge.test.js',
+    ],
   },
 ];
 
