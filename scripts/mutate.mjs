@@ -864,6 +864,30 @@ const MUTATIONS = [
       'test/multinode/checksum-forge.test.js',
     ],
   },
+  {
+    id: 'pod-ifb-tx-on',
+    what: "a pod's own IFB (egress rate) keeps transmit checksumming: its frames pass the hop with the checksum pending",
+    edits: [
+      [
+        'src/datapath/pod-bandwidth.js',
+        'eth.setTxChecksumming(name, false);',
+        'eth.setTxChecksumming(name, true);',
+      ],
+    ],
+    tests: ['test/agent/bandwidth.test.js', 'test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'pod-bandwidth-no-egress-tbf',
+    what: "a pod's egress rate is not shaped (no TBF on its IFB)",
+    edits: [['src/datapath/pod-bandwidth.js', 'shapeIngress(nl, index, tbf);', 'void tbf;']],
+    tests: ['test/agent/bandwidth.test.js', 'test/e2e/chain.test.js'],
+  },
+  {
+    id: 'pod-bandwidth-no-ingress-tbf',
+    what: "a pod's ingress rate is not shaped (no TBF on its host veth)",
+    edits: [['src/agent/cni/cmd-add.js', 'shapeIngress(nl, hostLink.index, shaping.ingress);', 'void 0;']],
+    tests: ['test/agent/bandwidth.test.js', 'test/e2e/chain.test.js'],
+  },
 ];
 
 function build() {

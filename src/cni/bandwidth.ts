@@ -42,7 +42,7 @@ function bad(field: string, why: string): PodwireError {
 function readCount(obj: Record<string, unknown>, field: string): number {
   const v = obj[field];
   if (v === undefined || v === null) return 0;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v))
+  if (typeof v !== 'number' || !Number.isInteger(v))
     throw bad(field, `${JSON.stringify(v)} is not an integer (bits${field.endsWith('Rate') ? '/s' : ''})`);
   if (v < 0) throw bad(field, `${v} is negative`);
   return v;

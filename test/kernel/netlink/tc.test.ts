@@ -65,3 +65,28 @@ test('an IFB, the ingress qdisc and a redirect of every frame to it, read back b
   assert.equal(read.filter((f) => isRedirectAllTo(f, veth.index)).length, 0, 'another target is not it');
   assert.deepEqual(nl.ingressFilters(nl.linkByName('pwtv1')?.index ?? 0), [], 'the peer has none');
 });
+
+test('a root TBF, read back by tc and by netlink; a 64-bit rate goes in TCA_TBF_RATE64', async () => {
+  const veth = nl.linkByName('pwtv1');
+  assert.ok(veth);
+  nl.replaceRootTbf(veth.index, { rate: 4_000_000, buffer: 1_953_125, limit: 225_000 });
+  const shown = JSON.parse(await must('tc', ['-n', ns, '-j', '-raw', 'qdisc', 'show', 'dev', 'pwtv1']));
+  assert.equal(shown[0]?.kind, 'tbf');
+  assert.equal(shown[0]?.handle, '1:');
+  assert.equal(shown[0]?.options?.rate, 4_000_000);
+  assert.equal(shown[0]?.options?.limit, 225_000);
+  // 1953125 ticks of 64 ns are 125 ms: 500000 bytes at 4 MB/s.
+  assert.equal(shown[0]?.options?.burst, 500_000);
+  assert.deepEqual(
+    nl.qdiscs(veth.index).map((q) => q.tbf),
+    [{ rate: 4_000_000, buffer: 1_953_125, limit: 225_000 }],
+  );
+  // Replaced, not added beside: 10 GB/s does not fit tc_ratespec's u32.
+  nl.replaceRootTbf(veth.index, { rate: 10_000_000_000, buffer: 6400, limit: 300_000_000 });
+  assert.deepEqual(
+    nl.qdiscs(veth.index).map((q) => q.tbf),
+    [{ rate: 10_000_000_000, buffer: 6400, limit: 300_000_000 }],
+  );
+  const again = JSON.parse(await must('tc', ['-n', ns, '-j', 'qdisc', 'show', 'dev', 'pwtv1']));
+  assert.equal(again[0]?.options?.rate, 10_000_000_000);
+});
