@@ -908,6 +908,8 @@ function build() {
   symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
   if (existsSync(join(ROOT, 'config')))
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
+  // The manifests the deploy and e2e tests read (test/deploy/manifests.ts), and the installer.
+  cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 
 /** Runs the test files, then each command (from the repository root); fails if any fails. */

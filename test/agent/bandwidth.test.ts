@@ -69,6 +69,16 @@ function setTxChecksumming(ns: string, ifname: string, on: boolean): void {
   eth.setTxChecksumming(ifname, on);
 }
 
+/** Whether `cond` holds within 5 s (polled). */
+async function eventually(cond: () => Promise<boolean>): Promise<boolean> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    if (await cond()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 const withLimits = (bandwidth: unknown) => ({ runtimeConfig: { bandwidth } });
 
 test('ADD shapes both ways as the reference plugin would; CHECK reads it back; DEL removes the IFB', async () => {
@@ -121,7 +131,8 @@ test('ADD shapes both ways as the reference plugin would; CHECK reads it back; D
 
   const del = await node.cni({ command: 'DEL', containerId: 'ctr-bw', netns: pod });
   assert.equal(del.code, 0, del.stdout);
-  assert.ok(!(await ifbs()).includes(ifb), 'DEL removed the pod IFB');
+  // DEL answers before the veth and the IFB are deleted (decision 14): wait for them.
+  assert.ok(await eventually(async () => !(await ifbs()).includes(ifb)), 'DEL removed the pod IFB');
 });
 
 test('reconcile removes a pod IFB whose host veth is gone', async () => {

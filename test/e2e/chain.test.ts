@@ -437,8 +437,11 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           added = false;
           // podwire answers DEL before the veth is gone (decision 14): wait for it.
           assert.ok(
-            await eventually(async () => !(await linkNames(member.ns)).includes(hostVeth)),
-            `${hostVeth} deleted`,
+            await eventually(async () => {
+              const names = await linkNames(member.ns);
+              return !names.includes(hostVeth) && !names.includes(ifb);
+            }),
+            `${hostVeth} and ${ifb} deleted`,
           );
           for (const ip of [member.ip, NODE_IP6])
             assert.equal(await httpGet(underlay.ns, ip, HOST_PORT, 1), undefined, `hostPort closed on ${ip}`);
