@@ -127,9 +127,8 @@ export async function cmdAdd(
     if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
     // Before it comes up: what the pod sends reaches the node only through the datapath.
     hostVethTakesNothing(hostName);
-    // The pod's limits before its port comes up (pod-bandwidth.ts): a TBF on the host veth for its
-    // ingress, its own IFB (the checksum hop's target for this pod) with a TBF for its egress.
-    if (shaping.ingress) shapeIngress(nl, hostLink.index, shaping.ingress);
+    // The pod's egress limit before its port comes up (pod-bandwidth.ts): its own IFB (the checksum
+    // hop's target for this pod) with a TBF.
     if (shaping.egress) {
       createPodIfb(nl, hostName, ctx.config.mtu, shaping.egress);
       undo.push('pod IFB', () => removePodIfb(nl, hostName));
@@ -145,6 +144,9 @@ export async function cmdAdd(
     t.mark('pod');
     if (!datapath.openPort) undoAttach();
     await datapath.attachPort(port);
+    // The ingress limit, a TBF as the host veth's root qdisc, once the port is attached: ovs-vswitchd,
+    // configuring a port without QoS, removes a root qdisc it finds there (seen: the TBF gone).
+    if (shaping.ingress) shapeIngress(nl, hostLink.index, shaping.ingress);
     t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);
     t.mark('carrier');
