@@ -5,9 +5,10 @@
  *
  *   1. agent.yaml from the ConfigMap, with podCIDRs replaced by the Node's spec.podCIDRs (mode `node`)
  *      or kept (mode `config`), checked with the agent's own parser, written for the agent container;
- *   2. the conflist checked with the CNI layer's parser, its socket compared with the agent's; every
- *      other plugin it chains (portmap, bandwidth) must be in the image's plugin directory and must
- *      speak the conflist's cniVersion (asked with CNI_COMMAND=VERSION);
+ *   2. the conflist checked with the CNI layer's parser, its socket compared with the agent's; the
+ *      reference bandwidth plugin refused (podwire shapes bandwidth itself, decision 42); every other
+ *      plugin it chains (portmap) must be in the image's plugin directory and must speak the
+ *      conflist's cniVersion (asked with CNI_COMMAND=VERSION);
  *   3. the relay installed as CNI_BIN_DIR/podwire, and the chained plugins as CNI_BIN_DIR/TYPE;
  *   4. the conflist installed as CNI_NET_DIR/10-podwire.conflist, last: a runtime takes the network
  *      as ready once the conflist exists, so the plugins it names must already be there. A warning
@@ -221,6 +222,14 @@ function checkConflist(text, agentSocket) {
   }
   if (list.plugins[0]?.type !== 'podwire')
     throw new InstallError(`${CONFLIST}: podwire must come first, the plugins after it chain on its result`);
+  // podwire shapes the bandwidth annotations itself (decision 42); the reference plugin would fail
+  // every pod with an egress annotation on podwire's ingress qdisc (the checksum hop, decision 32).
+  if (chained.includes('bandwidth'))
+    throw new InstallError(
+      `${CONFLIST}: bandwidth is chained after podwire: podwire shapes bandwidth itself, and the reference ` +
+        'bandwidth plugin fails on its host veths ("create ingress qdisc: file exists"); remove the bandwidth ' +
+        'entry and declare "capabilities": {"bandwidth": true} on podwire\'s (decision 42)',
+    );
   return { cniVersion: list.cniVersion, chained };
 }
 

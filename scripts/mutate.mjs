@@ -838,16 +838,56 @@ const MUTATIONS = [
     tests: ['test/agent/bad-input.test.js'],
   },
   {
-    id: 'linux-bridge-pod-tx-checksumming',
-    what: 'Linux bridge: pods keep transmit checksumming (a pending checksum is completed after the guard)',
+    id: 'checksum-hop-no-redirect',
+    what: "the host veth's ingress is not redirected to the checksum IFB (a pending checksum is completed after the guard)",
+    edits: [['src/datapath/checksum-ifb.js', 'this.#nl.addIngressRedirect(hostIfindex, ifb);', 'void ifb;']],
+    tests: [
+      'test/datapath/spoofing-linux-bridge.test.js',
+      'test/datapath/checksum-hop.test.js',
+      'test/agent/checksum-hop-restart.test.js',
+      'test/multinode/checksum-forge.test.js',
+      'test/multinode/bridging-spoof.test.js',
+    ],
+  },
+  {
+    id: 'checksum-hop-ifb-tx-on',
+    what: 'the checksum IFB keeps transmit checksumming (it hands the pending checksum on unfinished)',
     edits: [
       [
-        'src/datapath/linux-bridge/bridge-datapath.js',
-        'podTxChecksumming = false;',
-        'podTxChecksumming = true;',
+        'src/datapath/checksum-ifb.js',
+        'eth.setTxChecksumming(this.#name, false);',
+        'eth.setTxChecksumming(this.#name, true);',
       ],
     ],
-    tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
+    tests: [
+      'test/datapath/spoofing-linux-bridge.test.js',
+      'test/datapath/checksum-hop.test.js',
+      'test/multinode/checksum-forge.test.js',
+    ],
+  },
+  {
+    id: 'pod-ifb-tx-on',
+    what: "a pod's own IFB (egress rate) keeps transmit checksumming: its frames pass the hop with the checksum pending",
+    edits: [
+      [
+        'src/datapath/pod-bandwidth.js',
+        'eth.setTxChecksumming(name, false);',
+        'eth.setTxChecksumming(name, true);',
+      ],
+    ],
+    tests: ['test/agent/bandwidth.test.js', 'test/datapath/spoofing-linux-bridge.test.js'],
+  },
+  {
+    id: 'pod-bandwidth-no-egress-tbf',
+    what: "a pod's egress rate is not shaped (no TBF on its IFB)",
+    edits: [['src/datapath/pod-bandwidth.js', 'shapeIngress(nl, index, tbf);', 'void tbf;']],
+    tests: ['test/agent/bandwidth.test.js', 'test/e2e/chain.test.js'],
+  },
+  {
+    id: 'pod-bandwidth-no-ingress-tbf',
+    what: "a pod's ingress rate is not shaped (no TBF on its host veth)",
+    edits: [['src/agent/cni/cmd-add.js', 'shapeIngress(nl, hostLink.index, shaping.ingress);', 'void 0;']],
+    tests: ['test/agent/bandwidth.test.js', 'test/e2e/chain.test.js'],
   },
   {
     id: 'i4-mkdir-parent-fsync',
@@ -882,7 +922,8 @@ function build() {
   symlinkSync(join(ROOT, 'node_modules'), join(TREE, 'node_modules'));
   if (existsSync(join(ROOT, 'config')))
     cpSync(join(ROOT, 'config'), join(TREE, 'config'), { recursive: true });
-  // deploy/: the manifests the deploy tests read, and install-cni.mjs, which a mutation edits.
+  // deploy/: the manifests the deploy and e2e tests read (test/deploy/manifests.ts), and install-cni.mjs,
+  // which a mutation edits.
   cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 

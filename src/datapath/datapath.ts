@@ -54,10 +54,17 @@ export interface Datapath {
   /**
    * False when the pod's kernel must complete its checksums before a frame leaves the pod: ADD then
    * turns tx-checksumming off on the pod side of the veth (with it TSO and the other offloads that
-   * need it). OVS's userspace datapath cannot carry a pending checksum at all; on every datapath a
-   * pending checksum would be completed after the guards, at offsets the pod chose (decision 32).
+   * need it). OVS's userspace datapath cannot carry a pending checksum at all; elsewhere a pending
+   * checksum would be completed after the guards, at offsets the pod chose, unless the datapath
+   * completes it before them (the checksum hop, checksum-ifb.ts, decision 32).
    */
   readonly podTxChecksumming: boolean;
+  /**
+   * Whether a pod's egress rate can be shaped on its host veth's ingress (pod-bandwidth.ts): the
+   * datapath receives the frame after tc ingress. False on OVS's userspace datapath, whose packet
+   * sockets read the port before tc ingress: an egress rate is refused there (decision 42).
+   */
+  readonly podEgressShaping: boolean;
   /** Whether pods' frames meet the identity guards (decision 17); absent: always on (OVS). */
   readonly podGuards?: 'on' | 'off';
   /** Creates or adopts the node-side objects; idempotent, safe after a restart with pods running. */

@@ -30,6 +30,9 @@ export class FaultyDatapath implements Datapath {
   get podTxChecksumming(): boolean {
     return this.#inner.podTxChecksumming;
   }
+  get podEgressShaping(): boolean {
+    return this.#inner.podEgressShaping;
+  }
 
   #call<T>(method: string, call: () => Promise<T>): Promise<T> {
     return this.#plan.wrap(`datapath.${method}`, 'ERR_DATAPATH', call);

@@ -77,9 +77,9 @@ export function spoofingSuite(datapath: 'linux-bridge' | 'ovs', subnet: number):
     let third: Pod;
     let scapy: ScapySender;
 
-    async function addPod(id: string): Promise<Pod> {
+    async function addPod(id: string, conf?: Record<string, unknown>): Promise<Pod> {
       const ns = await node.addPod(id);
-      const add = await node.cni({ command: 'ADD', containerId: id, netns: ns });
+      const add = await node.cni({ command: 'ADD', containerId: id, netns: ns, ...(conf ? { conf } : {}) });
       assert.equal(add.code, 0, add.stdout);
       const [v4, v6] = resultIps(add) as [string, string];
       const mac = podMacOf(add).toLowerCase();
@@ -493,16 +493,17 @@ except socket.timeout:
 
     // Issue 25, finding 1 (checksum-forge.ts): IPv6 fragments through the gateway, which the node
     // reassembles (conntrack) and fragments again, completing the pod's pending checksum then, after
-    // the guard. Depends on transmit checksumming being off on the pod's interface (the datapath's
-    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts): the pod's kernel then completes it
-    // before the frame leaves, per fragment, where the word aimed at the reassembled packet is part of
-    // the destination address, so the datagram never reaches the victim. Decision 32.
+    // the guard. Depends, on the Linux bridge, on the checksum hop (src/datapath/checksum-ifb.ts: the
+    // pods keep transmit checksumming, and the node's IFB completes the checksum per fragment before
+    // the guard); on OVS's userspace datapath, on transmit checksumming off in the pod (the datapath's
+    // `podTxChecksumming: false`, set by src/agent/cni/cmd-add.ts). Either way the word aimed at the
+    // reassembled packet is written into a fragment's destination address, so the datagram never
+    // reaches the victim. Decision 32.
     /**
      * The forgery (checksum-forge.ts) through the gateway, judged by what the victim's socket heard;
      * `beforeGenuine` runs between the forged datagrams and the genuine ones.
      */
-    async function forgedThroughGateway(port: number, beforeGenuine = () => {}): Promise<void> {
-      const a = attacker;
+    async function forgedThroughGateway(port: number, beforeGenuine = () => {}, a = attacker): Promise<void> {
       const victim = await udpListener(third.ns, 6, port, patient(8000) / 1000);
       await sendChecksumForgery(a.ns, {
         kind: 'udp6',
@@ -544,18 +545,41 @@ s.sendto(b'genuine', (sys.argv[1], ${port}))`,
       forgedThroughGateway(5601));
 
     // A pod with CAP_NET_ADMIN in its own namespace turns transmit checksumming back on (`ethtool -K
-    // eth0 tx on`), then attacks. Nothing on the node's side completes a pending checksum before the
-    // Linux bridge's guard (decision 32: an IFB hop would, at a cost not taken); OVS's userspace
-    // datapath forwards the frame as it is, and the victim drops it for its checksum (as it would the
-    // pod's own TCP and UDP, decision 8: so the genuine datagrams go out with it off again).
-    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', {
-      todo: datapath === 'linux-bridge' && 'open on the Linux bridge: decision 32',
-    }, async () => {
+    // eth0 tx on`), then attacks (on the Linux bridge and OVS's kernel datapath it is on already: the
+    // hop makes it safe). Depends on the checksum hop (src/datapath/checksum-ifb.ts): the host veth's
+    // ingress redirected to the node's IFB, whose transmit checksumming is off, so the node completes
+    // the pending checksum before the guard, which then drops the forged frame (decision 32). OVS's
+    // userspace datapath has no hop: it forwards the frame as it is, and the victim drops it for its
+    // checksum (as it would the pod's own TCP and UDP, decision 8: so the genuine datagrams go out
+    // with it off again).
+    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', async () => {
       setPodTxChecksumming(attacker.ns, true);
       try {
         await forgedThroughGateway(5602, () => setPodTxChecksumming(attacker.ns, false));
       } finally {
         setPodTxChecksumming(attacker.ns, false);
+      }
+    });
+
+    // The same, from a pod with an egress rate (the bandwidth capability, decision 42): its host veth
+    // redirects to its own IFB with a TBF, not the node's; that IFB has transmit checksumming off too,
+    // so it is this pod's checksum hop. Only where the datapath shapes egress (not OVS userspace).
+    test('a pod with an egress rate that turns transmit checksumming on cannot rewrite its source either', {
+      skip: datapath === 'ovs' && "OVS's userspace datapath shapes no egress (decision 42)",
+    }, async () => {
+      const shaped = await addPod('shaped', {
+        runtimeConfig: {
+          bandwidth: { egressRate: 200_000_000, egressBurst: 8_000_000, ingressRate: 0, ingressBurst: 0 },
+        },
+      });
+      try {
+        const ifbs = await ipJson<Array<{ ifname: string }>>(node.nodeNs, ['link', 'show', 'type', 'ifb']);
+        assert.equal(ifbs.filter((l) => l.ifname.startsWith('pb')).length, 1, JSON.stringify(ifbs));
+        setPodTxChecksumming(shaped.ns, true);
+        await forgedThroughGateway(5603, () => setPodTxChecksumming(shaped.ns, false), shaped);
+      } finally {
+        const del = await node.cni({ command: 'DEL', containerId: 'shaped', netns: shaped.ns });
+        assert.equal(del.code, 0, del.stdout);
       }
     });
 

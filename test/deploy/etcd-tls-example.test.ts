@@ -122,7 +122,8 @@ describe('deploy/etcd-tls: the multi-node example with an etcd store over TLS', 
   });
 
   // The conflist's chain is the single-node one's (issue 29: the example dropped portmap and
-  // bandwidth, so hostPort and the bandwidth annotations silently stopped working on several nodes).
+  // bandwidth, so hostPort and the bandwidth annotations silently stopped working on several nodes;
+  // podwire now declares the bandwidth capability itself, decision 42).
   test('the conflist is valid for the CNI layer, names the agent socket and chains what deploy/configmap.yaml chains', () => {
     const config = parseAgentConfig(agentYaml);
     type List = { cniVersion: string; name: string; plugins: Array<Record<string, unknown>> };

@@ -33,7 +33,7 @@ const AGENT_YAML = configMap.data['agent.yaml'] as string;
 const CONFLIST = configMap.data['10-podwire.conflist'] as string;
 /** Where Debian's containernetworking-plugins puts the reference plugins; the image carries the same. */
 const REFERENCE_DIR = '/usr/lib/cni';
-const CHAINED = ['portmap', 'bandwidth'];
+const CHAINED = ['portmap'];
 
 /** Nodes the fake API server knows, by name: their spec. */
 const nodes: Record<string, Record<string, unknown>> = {
@@ -128,7 +128,7 @@ describe('install-cni.mjs', () => {
       assert.equal(readFileSync(b.path('net/10-podwire.conflist'), 'utf8'), CONFLIST);
       assert.deepEqual(
         installed(b),
-        ['bin/bandwidth', 'bin/podwire', 'bin/portmap', 'net/10-podwire.conflist', 'out/agent.yaml'],
+        ['bin/podwire', 'bin/portmap', 'net/10-podwire.conflist', 'out/agent.yaml'],
         'no temp file left',
       );
       assert.match(r.stderr, /"msg":"installed"/);
@@ -166,7 +166,14 @@ describe('install-cni.mjs', () => {
   });
 
   test('PODWIRE_PLUGINS=keep: a plugin the host has stays, a missing one is installed', async () => {
-    const b = bed();
+    // Two chained plugins (the shipped conflist chains one): portmap the host has, tuning it lacks.
+    const b = bed({
+      conflist: JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'podwire',
+        plugins: [{ type: 'podwire' }, { type: 'portmap' }, { type: 'tuning' }],
+      }),
+    });
     try {
       // The host's own build: a copy of the reference plugin (it must answer VERSION), told apart by
       // its inode.
@@ -175,7 +182,7 @@ describe('install-cni.mjs', () => {
       const r = await install(b, { PODWIRE_POD_CIDRS: 'config', PODWIRE_PLUGINS: 'keep' });
       assert.equal(r.code, 0, r.stderr);
       assert.equal(statSync(b.path('bin/portmap')).ino, hostInode, "the host's portmap was replaced");
-      assert.ok(readFileSync(b.path('bin/bandwidth')).equals(readFileSync(join(REFERENCE_DIR, 'bandwidth'))));
+      assert.ok(readFileSync(b.path('bin/tuning')).equals(readFileSync(join(REFERENCE_DIR, 'tuning'))));
       assert.match(r.stderr, /"keptHostPlugins":\["portmap"\]/);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
@@ -278,6 +285,24 @@ describe('install-cni.mjs', () => {
       opts: { conflist: chainedList('1.0.0', ['portmap', 'no-such-plugin']) },
       env: { NODE_NAME: 'node-a' },
       error: /plugin no-such-plugin is not in the image/,
+    },
+    {
+      // The conflist deploy/ shipped before podwire shaped bandwidth itself (decision 42).
+      name: 'a conflist that chains the reference bandwidth plugin after podwire',
+      opts: {
+        conflist: JSON.stringify({
+          cniVersion: '1.0.0',
+          name: 'podwire',
+          plugins: [
+            { type: 'podwire', socket: '/run/podwire/cni.sock' },
+            { type: 'portmap', capabilities: { portMappings: true }, snat: true },
+            { type: 'bandwidth', capabilities: { bandwidth: true } },
+          ],
+        }),
+      },
+      env: { NODE_NAME: 'node-a' },
+      error:
+        /bandwidth is chained after podwire: podwire shapes bandwidth itself.*create ingress qdisc: file exists.*"capabilities": \{"bandwidth": true\} on podwire's/,
     },
     {
       name: 'a conflist whose plugins do not come after podwire',

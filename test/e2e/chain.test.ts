@@ -1,8 +1,9 @@
 /**
- * podwire chained with the reference `portmap` and `bandwidth` plugins (/usr/lib/cni), in the conflist
- * deploy/ ships, run as libcni runs it (bed/cni-chain.ts): ADD in order with prevResult threaded,
- * CHECK in order with the final result, DEL in reverse, the capability arguments (`portMappings`,
- * `bandwidth`) passed as runtimeConfig to the plugins that declare them. The plugins run in the node
+ * podwire, which shapes the `bandwidth` capability itself (decision 42), chained with the reference
+ * `portmap` plugin (/usr/lib/cni), in the conflist deploy/ ships, run as libcni runs it
+ * (bed/cni-chain.ts): ADD in order with prevResult threaded, CHECK in order with the final result, DEL
+ * in reverse, the capability arguments (`portMappings` to portmap, `bandwidth` to podwire) passed as
+ * runtimeConfig to the plugins that declare them. The plugins run in the node
  * namespace, as a runtime on the node would run them; the pod is a namespace with an IPv4 and an
  * IPv6 address; the "underlay host" is the underlay bridge's namespace.
  *
@@ -10,18 +11,24 @@
  * - the hostPort works: an HTTP server in the pod answers on NODE_IP:HOSTPORT from the underlay host,
  *   over IPv4 and IPv6 (and a UDP echo server on a UDP hostPort), and from the node itself and another pod on it (and from the pod itself on
  *   OVS, and on the Linux bridge through hairpin mode);
- * - bandwidth finds the host veth in podwire's result and puts its qdiscs there (a TBF at the root
- *   for traffic to the pod; an ingress qdisc redirecting to an IFB with a TBF for traffic from it),
- *   at the rates asked for;
- * - CHECK (0.4.0 on) passes through the chain with the final result, and fails where a plugin's
- *   state drifted: a rate changed (bandwidth), the pod's interface down (podwire, first in order);
+ * - podwire shapes the pod's bandwidth as the reference plugin would (a TBF at the host veth's root
+ *   for traffic to the pod; the pod's own IFB with a TBF, to which the checksum hop redirects the host
+ *   veth's ingress, for traffic from it), at the rates asked for, and a transfer each way is visibly
+ *   slower than the unshaped one (wide margins, no timing); on OVS's userspace datapath an egress rate
+ *   is refused (it reads the port before tc ingress) and nothing is left behind;
+ * - CHECK (0.4.0 on) passes through the chain with the final result, and fails where podwire's state
+ *   drifted: a rate changed, the pod's interface down;
  * - DEL leaves no rule or chain naming the pod, its addresses or the hostPort, no qdisc, no IFB, no
- *   veth, no IPAM claim; only portmap's shared top-level chains stay, empty.
+ *   veth, no IPAM claim; only portmap's shared top-level chains stay, empty;
+ * - the conflist deploy/ shipped before (the reference `bandwidth` chained after podwire) fails a pod
+ *   with an egress rate: `bandwidth` cannot add its ingress qdisc beside the checksum hop's ("file
+ *   exists"). The installer refuses that conflist with a message that says what to change
+ *   (test/deploy/install-cni.test.ts).
  *
- * Each fails when its mechanism is removed (tried by hand): without the host veth in podwire's result,
- * bandwidth ADD fails ("no veth peer of container interface found in host ns"); without the
- * portMappings capability passed to portmap, the hostPort gets no answer; without portmap's or
- * bandwidth's DEL, the per-pod chain or the IFB stays and the DEL assertions fail.
+ * Each fails when its mechanism is removed: without the portMappings capability passed to portmap,
+ * the hostPort gets no answer; without portmap's DEL, the per-pod chain stays; without podwire's
+ * shaping (mutations pod-bandwidth-no-ingress-tbf, pod-bandwidth-no-egress-tbf), the qdisc assertions
+ * and the rate measurements fail.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -61,6 +68,21 @@ const BANDWIDTH = {
 /** What a shaped transfer moves: ~1 s at the ingress rate, ~2 s at the egress rate. */
 const BIG_BYTES = 4 * 1024 * 1024;
 const UNDERLAY_PORT = 8081;
+/** OVS's userspace datapath shapes traffic to the pod only (decision 42). */
+const INGRESS_ONLY = { ingressRate: BANDWIDTH.ingressRate, ingressBurst: BANDWIDTH.ingressBurst };
+
+/** The conflist deploy/ shipped before decision 42: the reference bandwidth chained after podwire. */
+function oldConflist(version: string, socket: string): ConfList {
+  return {
+    cniVersion: version,
+    name: 'podwire',
+    plugins: [
+      { type: 'podwire', socket },
+      { type: 'portmap', capabilities: { portMappings: true }, snat: true },
+      { type: 'bandwidth', capabilities: { bandwidth: true } },
+    ],
+  } as ConfList;
+}
 
 /**
  * The conflist deploy/ ships (ConfigMap podwire-config), in `version`, with podwire's socket the test
@@ -158,7 +180,7 @@ const ruleset = async (ns: string) => must('ip', ['netns', 'exec', ns, 'nft', 'l
 const linkNames = async (ns: string) =>
   (await ipJson<Link[]>(ns, ['link', 'show'])).map((l) => l.ifname).sort();
 
-/** The host-side interfaces of a result, in order: podwire's veth first, then bandwidth's IFB. */
+/** The host-side interfaces of a result: podwire's veth. */
 function hostInterfaces(result: CniJson): string[] {
   const ifaces = result.interfaces as Array<{ name: string; sandbox?: string }>;
   return ifaces.filter((i) => i.sandbox === undefined || i.sandbox === '').map((i) => i.name);
@@ -177,27 +199,15 @@ const PORTMAP_819 = /could not check ipv6 dnat: (chain CNI-DN-\S+ not found|rule
 
 /**
  * CHECK of the whole chain. Where the installed portmap has bug #819, libcni's CHECK stops at it:
- * podwire's CHECK, first in the list, has passed by then, and bandwidth's, which libcni does not
- * reach, is run on its own with the same cached result.
+ * podwire's CHECK, first in the list (bandwidth included), has passed by then.
  */
 async function checkChain(chain: CniChain, rt: RuntimeConf): Promise<void> {
   try {
     await chain.check(rt);
   } catch (err) {
     if (!(err instanceof PluginError && err.plugin === 'portmap' && PORTMAP_819.test(err.message))) throw err;
-    await chain.checkPlugin('bandwidth', rt);
   }
 }
-
-/**
- * bandwidth shapes a pod's egress by redirecting what arrives on the host veth (tc ingress) to an IFB.
- * OVS's userspace datapath, the only one these machines have, reads its ports through packet sockets,
- * which see a frame before tc ingress does: the frames reach the bridge unshaped (measured: the IFB's
- * TBF drops, the transfer still runs well over the limit). The kernel datapath receives after tc
- * ingress, as the Linux bridge does.
- */
-const EGRESS_OVS_NETDEV_TODO =
-  "OVS's userspace datapath reads ports before tc ingress (kernel datapath untested here)";
 
 /** Waits until `cond` holds; returns whether it did within `ms`. */
 async function eventually(cond: () => Promise<boolean>, ms = 5_000): Promise<boolean> {
@@ -210,7 +220,7 @@ async function eventually(cond: () => Promise<boolean>, ms = 5_000): Promise<boo
 }
 
 for (const datapath of ['linux-bridge', 'ovs'] as const) {
-  test(`${datapath}: podwire chained with portmap and bandwidth, ADD, CHECK, DEL in libcni order`, {
+  test(`${datapath}: podwire (bandwidth capability) chained with portmap, ADD, CHECK, DEL in libcni order`, {
     timeout: 300_000,
   }, async (t) => {
     const why =
@@ -270,6 +280,8 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
         const list = shippedConflist(version, n.socket);
         const chain = new CniChain(list, { pluginDirs: [pluginDir, REFERENCE_DIR], runtimeNetns: member.ns });
         const pod = await n.addPod(`p${version.replaceAll('.', '')}`);
+        // OVS's userspace datapath (the only one here) cannot shape a pod's egress: refused below.
+        const bandwidth = datapath === 'ovs' ? INGRESS_ONLY : BANDWIDTH;
         const rt: RuntimeConf = {
           containerId: `chain-${version.replaceAll('.', '-')}`,
           netns: netnsPath(pod),
@@ -283,7 +295,7 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
               { hostPort: HOST_PORT, containerPort: POD_PORT, protocol: 'tcp' },
               { hostPort: UDP_HOST_PORT, containerPort: UDP_POD_PORT, protocol: 'udp' },
             ],
-            bandwidth: BANDWIDTH,
+            bandwidth,
           },
         };
         let httpd: Httpd | undefined;
@@ -292,10 +304,11 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
         try {
           const result = await chain.add(rt);
           added = true;
-          // podwire's host veth, then the IFB bandwidth added for egress shaping.
-          const [hostVeth = '', ifb = '', ...more] = hostInterfaces(result);
-          assert.ok(hostVeth.startsWith('pw') && ifb.startsWith('bwp'), JSON.stringify(result));
+          // podwire's host veth; the pod's own IFB (egress shaping) is named after it.
+          const [hostVeth = '', ...more] = hostInterfaces(result);
+          assert.ok(hostVeth.startsWith('pw'), JSON.stringify(result));
           assert.deepEqual(more, []);
+          const ifb = `pb${hostVeth.slice(2)}`;
           const [ipv4 = '', ipv6 = ''] = podIps(result);
           assert.ok(
             ipv4.startsWith('10.244.31.') && ipv6.startsWith('fd00:10:244:31:'),
@@ -337,25 +350,28 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
             });
           }
 
-          // The qdiscs bandwidth put on the host veth, and on its IFB for egress.
+          // The qdiscs podwire put on the host veth (the TBF; the checksum hop's ingress qdisc on the
+          // Linux bridge), and on the pod's IFB for egress.
           const onVeth = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === hostVeth));
           const tbf = onVeth.find((q) => q.kind === 'tbf');
           assert.ok(tbf, `a TBF on ${hostVeth}: ${JSON.stringify(onVeth)}`);
-          assert.ok(
-            onVeth.some((q) => q.kind === 'ingress'),
-            `an ingress qdisc on ${hostVeth}: ${JSON.stringify(onVeth)}`,
-          );
-          const links = await ipJson<Link[]>(member.ns, ['-d', 'link', 'show']);
-          const ifbs = links.filter((l) => l.linkinfo?.info_kind === 'ifb').map((l) => l.ifname);
-          assert.deepEqual(ifbs, [ifb], 'the IFB the result names');
-          const onIfb = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === ifb));
-          assert.ok(
-            onIfb.some((q) => q.kind === 'tbf'),
-            `a TBF on ${ifb}: ${JSON.stringify(onIfb)}`,
-          );
           // tc prints rates in bytes/s; the capability gives bits/s.
           assert.equal(tbf.options?.rate, BANDWIDTH.ingressRate / 8);
-          assert.equal(onIfb.find((q) => q.kind === 'tbf')?.options?.rate, BANDWIDTH.egressRate / 8);
+          const links = await ipJson<Link[]>(member.ns, ['-d', 'link', 'show']);
+          const ifbs = links.filter((l) => l.linkinfo?.info_kind === 'ifb').map((l) => l.ifname);
+          if (datapath === 'linux-bridge') {
+            assert.ok(
+              onVeth.some((q) => q.kind === 'ingress'),
+              `an ingress qdisc on ${hostVeth}: ${JSON.stringify(onVeth)}`,
+            );
+            assert.ok(ifbs.includes(ifb), `the pod's IFB ${ifb}: ${ifbs}`);
+            const onIfb = await qdiscs(member.ns).then((qs) => qs.filter((q) => q.dev === ifb));
+            const egressTbf = onIfb.find((q) => q.kind === 'tbf');
+            assert.ok(egressTbf, `a TBF on ${ifb}: ${JSON.stringify(onIfb)}`);
+            assert.equal(egressTbf.options?.rate, BANDWIDTH.egressRate / 8);
+          } else {
+            assert.ok(!ifbs.includes(ifb), `no egress IFB on OVS netdev: ${ifbs}`);
+          }
           if (version === '1.0.0') {
             // Once: the qdiscs shape the pod's own traffic, both ways, and only the pod's. A TBF lets
             // its burst through at once: a rate up to half as much again as the limit passes.
@@ -366,28 +382,48 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
               for (const r of [unshaped, into]) assert.equal(r?.bytes, BIG_BYTES, rates);
               const limit = BANDWIDTH.ingressRate / 8;
               assert.ok((into?.bytesPerSecond ?? 0) < 1.5 * limit, rates);
-              // The measurement can tell: the same transfer to a pod without limits is far faster.
-              assert.ok((unshaped?.bytesPerSecond ?? 0) > 3 * limit, rates);
+              // The measurement can tell: the same transfer to a pod without limits is far faster (OVS
+              // userspace on a loaded machine: 2.7 times the limit once).
+              assert.ok((unshaped?.bytesPerSecond ?? 0) > 2 * limit, rates);
               st.diagnostic(rates);
             });
-            const todo = datapath === 'ovs' ? EGRESS_OVS_NETDEV_TODO : false;
-            await st.test('traffic out of the pod is shaped at egressRate', { todo }, async () => {
-              const out = await httpRate(underlay.ns, member.ip, HOST_PORT, 'big');
-              assert.equal(out?.bytes, BIG_BYTES, JSON.stringify(out));
-              assert.ok((out?.bytesPerSecond ?? 0) < 1.5 * (BANDWIDTH.egressRate / 8), JSON.stringify(out));
-              st.diagnostic(JSON.stringify({ out }));
-            });
+            if (datapath === 'linux-bridge') {
+              await st.test('traffic out of the pod is shaped at egressRate', async () => {
+                // The same download from the unshaped client pod's server tells the measurement can.
+                const clientHttpd = await Httpd.start(busybox, client, POD_PORT, 'client', { big });
+                try {
+                  const clientIp = podIps(JSON.parse(clientAdd.stdout) as CniJson)[0] as string;
+                  const unshaped = await httpRate(underlay.ns, clientIp, POD_PORT, 'big');
+                  const out = await httpRate(underlay.ns, member.ip, HOST_PORT, 'big');
+                  const rates = JSON.stringify({ unshaped, out });
+                  for (const r of [unshaped, out]) assert.equal(r?.bytes, BIG_BYTES, rates);
+                  const limit = BANDWIDTH.egressRate / 8;
+                  assert.ok((out?.bytesPerSecond ?? 0) < 1.5 * limit, rates);
+                  assert.ok((unshaped?.bytesPerSecond ?? 0) > 2 * limit, rates);
+                  st.diagnostic(rates);
+                } finally {
+                  await clientHttpd.stop();
+                }
+              });
+            }
           }
 
           if (version !== '0.3.0' && version !== '0.3.1') {
             // CHECK in order with the final result (which portmap and bandwidth passed through).
             await checkChain(chain, rt);
-            // CHECK is real, in each of them: a rate changed behind its back is drift for bandwidth ...
+            // CHECK is real: a rate changed behind its back is drift for podwire ...
             await must('tc', [
-              ...['-n', member.ns, 'qdisc', 'replace', 'dev', hostVeth, 'root'],
+              ...['-n', member.ns, 'qdisc', 'replace', 'dev', hostVeth, 'root', 'handle', '1:'],
               ...['tbf', 'rate', '2mbit', 'burst', '100kb', 'latency', '25ms'],
             ]);
-            await assert.rejects(chain.checkPlugin('bandwidth', rt), /bandwidth CHECK exited 1.*[Rr]ate/);
+            await assert.rejects(chain.check(rt), (err: unknown) => {
+              assert.ok(err instanceof PluginError && err.plugin === 'podwire', String(err));
+              assert.match(
+                err.message,
+                /shapes at rate 2000000 bit\/s.*the ingress limit asks for rate 32000000/,
+              );
+              return true;
+            });
             // ... and the pod's interface down is drift for podwire, which CHECK meets first.
             await must('ip', ['-n', pod, 'link', 'set', 'eth0', 'down']);
             await assert.rejects(chain.check(rt), (err: unknown) => {
@@ -401,8 +437,11 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           added = false;
           // podwire answers DEL before the veth is gone (decision 14): wait for it.
           assert.ok(
-            await eventually(async () => !(await linkNames(member.ns)).includes(hostVeth)),
-            `${hostVeth} deleted`,
+            await eventually(async () => {
+              const names = await linkNames(member.ns);
+              return !names.includes(hostVeth) && !names.includes(ifb);
+            }),
+            `${hostVeth} and ${ifb} deleted`,
           );
           for (const ip of [member.ip, NODE_IP6])
             assert.equal(await httpGet(underlay.ns, ip, HOST_PORT, 1), undefined, `hostPort closed on ${ip}`);
@@ -429,6 +468,58 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
           if (added) await chain.del(rt).catch((err: unknown) => t.diagnostic(`DEL after failure: ${err}`));
         }
       });
+    }
+    if (datapath === 'ovs') {
+      await t.test('an egress rate on OVS userspace: a clear error, nothing left', async () => {
+        const list = shippedConflist('1.0.0', n.socket);
+        const chain = new CniChain(list, { pluginDirs: [pluginDir, REFERENCE_DIR], runtimeNetns: member.ns });
+        const pod = await n.addPod('pegress');
+        const rt: RuntimeConf = {
+          containerId: 'chain-egress',
+          netns: netnsPath(pod),
+          ifname: 'eth0',
+          capabilityArgs: { bandwidth: BANDWIDTH },
+        };
+        await assert.rejects(chain.add(rt), (err: unknown) => {
+          assert.ok(err instanceof PluginError && err.plugin === 'podwire', String(err));
+          assert.match(err.message, /"code":7.*egressRate: the ovs datapath here \(OVS userspace\)/);
+          return true;
+        });
+        assert.deepEqual(await linkNames(member.ns), linksBefore, 'links after the refused ADD');
+        assert.deepEqual(n.claims(), clientClaims, 'IPAM claims after the refused ADD');
+        await chain.del(rt);
+      });
+    } else {
+      await t.test(
+        'the old conflist (reference bandwidth chained after podwire) fails an egress rate',
+        async () => {
+          const list = oldConflist('1.0.0', n.socket);
+          const chain = new CniChain(list, {
+            pluginDirs: [pluginDir, REFERENCE_DIR],
+            runtimeNetns: member.ns,
+          });
+          const pod = await n.addPod('pold');
+          const rt: RuntimeConf = {
+            containerId: 'chain-old',
+            netns: netnsPath(pod),
+            ifname: 'eth0',
+            capabilityArgs: { bandwidth: BANDWIDTH },
+          };
+          try {
+            await assert.rejects(chain.add(rt), (err: unknown) => {
+              assert.ok(err instanceof PluginError && err.plugin === 'bandwidth', String(err));
+              assert.match(err.message, /create ingress qdisc: file exists/);
+              return true;
+            });
+          } finally {
+            await chain.del(rt);
+          }
+          assert.ok(
+            await eventually(async () => (await linkNames(member.ns)).join() === linksBefore.join()),
+            'links after DEL',
+          );
+        },
+      );
     }
     const clientDel = await n.cni({ command: 'DEL', containerId: 'chain-client', netns: client });
     assert.equal(clientDel.code, 0, clientDel.stdout);

@@ -125,8 +125,9 @@ for (const datapath of DATAPATHS) {
     // Issue 25, finding 1 (test/datapath/checksum-forge.ts): a pool pod's gratuitous ARP with its own
     // sender IP, which the ARP guard approves, and a pending checksum aimed at the sender IP's low
     // word; the uplink (a NIC, no transmit checksumming) completes it, writing the node's address.
-    // Depends on transmit checksumming being off on the pod's interface (`podTxChecksumming: false`,
-    // src/agent/cni/cmd-add.ts): the pod's kernel then writes the word itself, and the guard drops it.
+    // Depends on the checksum hop (src/datapath/checksum-ifb.ts, decision 32): the node's IFB writes
+    // the word before the guard, which drops the ARP (on OVS's userspace datapath, the pod's kernel
+    // does, its transmit checksumming off).
     test("a pool pod's ARP whose sender IP is rewritten after the guard moves no underlay host's entry", async () => {
       const [a, b] = cluster.members;
       const etcd = cluster.etcd;

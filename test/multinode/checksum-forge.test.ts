@@ -6,9 +6,10 @@
  * which writes the forged word inside the tunnel. Judged by the victim on the other node: its socket
  * hears only the sender's own address, and the genuine datagram sent after the forged ones.
  *
- * Depends on transmit checksumming being off on the pod's interface (the datapath's
- * `podTxChecksumming: false`, applied by src/agent/cni/cmd-add.ts): the pod's kernel then writes the
- * word itself, and the guard drops the frame.
+ * Depends on the checksum hop (src/datapath/checksum-ifb.ts, decision 32): the pod keeps transmit
+ * checksumming, and the node's IFB, which the host veth's ingress is redirected to, writes the word
+ * before the guard, which drops the frame. (On OVS's userspace datapath, transmit checksumming off in
+ * the pod does it: the pod's kernel writes the word.)
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

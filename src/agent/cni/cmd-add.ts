@@ -3,10 +3,22 @@
  * something pushes its undo; any failure rolls back what was done, in reverse order.
  */
 import { setImmediate } from 'node:timers/promises';
-import { AlreadyAllocatedError, InterfaceExistsError, NotAvailableError } from '../../base/errors.js';
+import {
+  AlreadyAllocatedError,
+  InterfaceExistsError,
+  InvalidConfigError,
+  NotAvailableError,
+} from '../../base/errors.js';
 import { podMac } from '../../base/pod-mac.js';
 import type { Attachment, CniResult, CniRoute } from '../../cni/types.js';
 import type { PodPort } from '../../datapath/datapath.js';
+import {
+  createPodIfb,
+  type PodBandwidth,
+  planBandwidth,
+  removePodIfb,
+  shapeIngress,
+} from '../../datapath/pod-bandwidth.js';
 import type { Allocation } from '../../ipam/allocator.js';
 import type { PoolRequest } from '../../ipam/pool-allocator.js';
 import { EthtoolSocket } from '../../kernel/ethtool.js';
@@ -34,6 +46,8 @@ export interface AddTarget extends Attachment {
   network: string;
   /** The network's routes (`defaultRoute`, `routes`). */
   routeConf: RouteConf;
+  /** The `bandwidth` capability's limits (cni/bandwidth.ts); undefined: not shaped. */
+  bandwidth?: PodBandwidth | undefined;
 }
 
 export async function cmdAdd(
@@ -47,6 +61,12 @@ export async function cmdAdd(
   const leaseProblem = ctx.cluster?.leaseProblem;
   if (leaseProblem !== undefined) throw new NotAvailableError(`ADD refused: ${leaseProblem}`);
   const { nl, ipam, datapath, home } = ctx;
+  // Every limit checked before anything is created (decision 42).
+  const shaping = planBandwidth(att.bandwidth, ctx.config.mtu);
+  if (shaping.egress && !datapath.podEgressShaping)
+    throw new InvalidConfigError(
+      `runtimeConfig.bandwidth.egressRate: the ${datapath.kind} datapath here (OVS userspace) reads a pod's frames before tc ingress, where an egress rate is shaped; only ingressRate is possible`,
+    );
   const undo = new UndoStack();
   const t = new StepTimer();
   const podNs = await openPodNetns(netnsPath, home);
@@ -107,6 +127,12 @@ export async function cmdAdd(
     if (alias !== undefined) nl.setLinkAlias(hostLink.index, alias);
     // Before it comes up: what the pod sends reaches the node only through the datapath.
     hostVethTakesNothing(hostName);
+    // The pod's egress limit before its port comes up (pod-bandwidth.ts): its own IFB (the checksum
+    // hop's target for this pod) with a TBF.
+    if (shaping.egress) {
+      createPodIfb(nl, hostName, ctx.config.mtu, shaping.egress);
+      undo.push('pod IFB', () => removePodIfb(nl, hostName));
+    }
     t.mark('veth');
 
     podIgnoresRouterAdvertisements(podNs, home, att.ifname);
@@ -118,6 +144,9 @@ export async function cmdAdd(
     t.mark('pod');
     if (!datapath.openPort) undoAttach();
     await datapath.attachPort(port);
+    // The ingress limit, a TBF as the host veth's root qdisc, once the port is attached: ovs-vswitchd,
+    // configuring a port without QoS, removes a root qdisc it finds there (seen: the TBF gone).
+    if (shaping.ingress) shapeIngress(nl, hostLink.index, shaping.ingress);
     t.mark('datapath');
     await waitCanTransmit(podNl, att.ifname, pod.index);
     t.mark('carrier');

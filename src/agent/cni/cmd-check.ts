@@ -6,6 +6,7 @@
  */
 import { CheckFailedError, type PodwireError } from '../../base/errors.js';
 import type { Attachment, CniResult } from '../../cni/types.js';
+import { checkPodBandwidth, type PodBandwidth, planBandwidth } from '../../datapath/pod-bandwidth.js';
 import { AF_INET, AF_INET6 } from '../../kernel/libc.js';
 import { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { inNetns, openPodNetns } from '../../kernel/netns.js';
@@ -18,10 +19,11 @@ function drift(msg: string): PodwireError {
   return new CheckFailedError(msg);
 }
 
-/** The network a CHECK is for: its name and its routes. */
+/** The network a CHECK is for: its name, its routes and the pod's bandwidth limits. */
 export interface CheckNetwork {
   name: string;
   routeConf: RouteConf;
+  bandwidth?: PodBandwidth | undefined;
 }
 
 export async function cmdCheck(
@@ -78,6 +80,10 @@ export async function cmdCheck(
     }
   }
   await ctx.datapath.checkPort(hostName);
+  // The limits the runtime passes again (the `bandwidth` capability) are the ones in place.
+  const hostLink = ctx.nl.linkByName(hostName);
+  if (!hostLink) throw drift(`host veth ${hostName} does not exist`);
+  checkPodBandwidth(ctx.nl, hostName, hostLink.index, planBandwidth(network.bandwidth, ctx.config.mtu));
   const adopted = await ctx.ipam.adoptNetwork(att, network.name);
   if (adopted > 0)
     log.info('legacy claims adopted the network name', { network: network.name, claims: adopted });

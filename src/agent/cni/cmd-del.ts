@@ -15,6 +15,7 @@
  * (nothing recorded) is deleted by a DEL of any network, as before names were recorded.
  */
 import type { Attachment } from '../../cni/types.js';
+import { removePodIfb } from '../../datapath/pod-bandwidth.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { attachmentKey, hostVethName, networkOfAlias } from './host-veth.js';
@@ -50,8 +51,10 @@ export async function cmdDel(
   let removedVeth: boolean;
   try {
     removedVeth = await ctx.nl.deleteLinkByNameAsync(hostName);
+    // The pod's own IFB (an egress rate, pod-bandwidth.ts), after the veth that redirects to it.
+    removePodIfb(ctx.nl, hostName);
   } catch (err) {
-    log.error('veth deletion failed after DEL answered; reconcile will remove it', {
+    log.error('veth or pod IFB deletion failed after DEL answered; reconcile will remove it', {
       hostVeth: hostName,
       err: String(err),
     });

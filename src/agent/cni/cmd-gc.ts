@@ -22,6 +22,7 @@
  * (an ADD that completed meanwhile holds a new veth of the same name, or the old one).
  */
 import type { Attachment } from '../../cni/types.js';
+import { removePodIfb } from '../../datapath/pod-bandwidth.js';
 import type { OwnedAllocation } from '../../ipam/allocator.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
@@ -108,6 +109,8 @@ export async function cmdGc(
     if (ctx.nl.linkByName(name)?.index !== link.index) continue;
     await ctx.datapath.detachPort(name);
     if (await ctx.nl.deleteLinkAsync(link.index)) report.vethsRemoved.push(name);
+    // Its own IFB (an egress rate, pod-bandwidth.ts) goes with it.
+    removePodIfb(ctx.nl, name);
   }
   log.info('gc done', {
     network,

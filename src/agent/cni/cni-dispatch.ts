@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { InvalidConfigError, PodwireError } from '../../base/errors.js';
+import { parseBandwidth } from '../../cni/bandwidth.js';
 import { DecodedStdin, parseNetConf, parseVersionRequest } from '../../cni/config.js';
 import { parseEnv, podIdentity } from '../../cni/env.js';
 import { toCniErrorObject } from '../../cni/errors.js';
@@ -100,10 +101,11 @@ export class CniDispatcher {
         const netns = env.netns;
         const pod = podIdentity(env.args);
         const pool = poolRequest(env.args, conf, ctx.config);
+        const bandwidth = parseBandwidth(conf.runtimeConfig);
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdAdd(
             ctx,
-            { ...att, pod, pool, network: conf.name, routeConf: conf },
+            { ...att, pod, pool, network: conf.name, routeConf: conf, bandwidth },
             netns,
             log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
           ),
@@ -137,8 +139,9 @@ export class CniDispatcher {
         const prev = conf.prevResult;
         if (!prev) throw new InvalidConfigError('prevResult: required for CHECK');
         const netns = env.netns;
+        const bandwidth = parseBandwidth(conf.runtimeConfig);
         await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
-          cmdCheck(ctx, att, netns, prev, { name: conf.name, routeConf: conf }, log),
+          cmdCheck(ctx, att, netns, prev, { name: conf.name, routeConf: conf, bandwidth }, log),
         );
         return '';
       }

@@ -11,6 +11,7 @@
 
 import { podMac } from '../../base/pod-mac.js';
 import type { Attachment } from '../../cni/types.js';
+import { hostVethOfPodIfb, POD_IFB_PREFIX } from '../../datapath/pod-bandwidth.js';
 import type { AgentContext } from '../context.js';
 import { attachmentKey, HOST_VETH_PREFIX, hostVethName, hostVethOfKey } from './host-veth.js';
 
@@ -22,6 +23,8 @@ export interface ReconcileReport {
   unreadable: number;
   /** Claimless veths kept because an unreadable claim may be theirs. */
   vethsKept: string[];
+  /** Pods' own IFBs (an egress rate, pod-bandwidth.ts) whose host veth is gone. */
+  ifbsRemoved: string[];
 }
 
 /**
@@ -38,7 +41,14 @@ export interface ReconcileGuard {
 const ALONE: ReconcileGuard = { serial: (_key, fn) => fn(), busy: () => new Set() };
 
 export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE): Promise<ReconcileReport> {
-  const report: ReconcileReport = { kept: 0, released: [], vethsRemoved: [], unreadable: 0, vethsKept: [] };
+  const report: ReconcileReport = {
+    kept: 0,
+    released: [],
+    vethsRemoved: [],
+    unreadable: 0,
+    vethsKept: [],
+    ifbsRemoved: [],
+  };
   const busy = guard.busy();
   const veths = new Map(
     ctx.nl
@@ -155,6 +165,16 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
       await ctx.datapath.detachPort(name);
     }
   }
+  // A pod's own IFB outlives its veth (an agent stopped between the two deletions of DEL, or an ADD
+  // interrupted): one whose host veth is gone is removed, unless a call is in flight on that veth.
+  for (const link of ctx.nl.links()) {
+    if (link.kind !== 'ifb' || !link.name.startsWith(POD_IFB_PREFIX) || link.name.length !== 15) continue;
+    const veth = hostVethOfPodIfb(link.name, HOST_VETH_PREFIX);
+    if (new Set([...guard.busy()].map(hostVethOfKey)).has(veth) || ctx.nl.linkByName(veth)) continue;
+    if (ctx.nl.linkByName(link.name)?.index !== link.index) continue;
+    await ctx.nl.deleteLinkAsync(link.index);
+    report.ifbsRemoved.push(link.name);
+  }
   // The egress masquerade table, when something removed it (decision 20).
   await ctx.egress?.ensure();
   if (unreadable.length > 0) {
@@ -167,6 +187,7 @@ export async function reconcile(ctx: AgentContext, guard: ReconcileGuard = ALONE
     kept: report.kept,
     released: report.released.length,
     vethsRemoved: report.vethsRemoved,
+    ifbsRemoved: report.ifbsRemoved,
     unreadable: report.unreadable,
   });
   return report;

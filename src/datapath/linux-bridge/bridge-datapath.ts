@@ -13,6 +13,7 @@ import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import { BR_STATE_DISABLED, BR_STATE_FORWARDING } from '../../kernel/netlink/uapi/if-link.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
+import { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
@@ -47,11 +48,14 @@ const FORWARDING_TIMEOUT_MS = 2000;
 export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';
   /**
-   * Off: a checksum the pod leaves to offload is completed wherever the node's kernel next needs it
-   * (re-fragmenting, the VXLAN path, an uplink without offload), after the guards, at the offsets the
-   * pod chose: 16 bits of its source address rewritten past the guard (decision 32).
+   * On: a checksum the pod leaves to offload is completed by the checksum hop (checksum-ifb.ts) before
+   * the bridge and its guards see the frame. Without the hop it would be completed wherever the node's
+   * kernel next needs it (re-fragmenting, the VXLAN path, an uplink without offload), after the guards,
+   * at the offsets the pod chose: 16 bits of its source address rewritten past the guard (decision 32).
    */
-  readonly podTxChecksumming = false;
+  readonly podTxChecksumming = true;
+  /** The bridge receives after tc ingress: a pod's egress rate is shaped on the hop (pod-bandwidth.ts). */
+  readonly podEgressShaping = true;
   readonly #o: BridgeDatapathOptions;
   /** Index of the bridge; 0 until start() succeeded. */
   #bridgeIndex = 0;
@@ -67,10 +71,13 @@ export class BridgeDatapath implements Datapath {
   #ownNf: NfTables | undefined;
   /** The pod ports' static forwarding entries and no unknown-unicast flooding (pod-forwarding.ts). */
   readonly #forwarding: PodForwarding;
+  /** Pods' frames pass an IFB that completes their pending checksums before the guards (checksum-ifb.ts). */
+  readonly #hop: ChecksumHop;
 
   constructor(options: BridgeDatapathOptions) {
     this.#o = options;
     this.#forwarding = new PodForwarding(options.nl);
+    this.#hop = new ChecksumHop(options.nl);
   }
 
   /**
@@ -90,6 +97,7 @@ export class BridgeDatapath implements Datapath {
     // MAC's forwarding entry (another pod's, the gateway's, the underlay router's) to its own port.
     nl.setBridgeNoLinklocalLearn(link.index);
     configureGateway(nl, sysctl, { index: link.index, name: bridge }, gateways);
+    this.#hop.start(mtu);
     await this.#guardArp(link.mac ?? '', []);
     await this.#startPodGuards();
     this.#bridgeIndex = link.index;
@@ -155,6 +163,9 @@ export class BridgeDatapath implements Datapath {
    */
   async #attach(port: PodPort, podPort: boolean): Promise<void> {
     const nl = this.#o.nl;
+    // Before the port comes up (and on a re-attach, where an older agent left none): no frame of the
+    // pod meets the guard with a checksum still pending.
+    if (podPort) this.#hop.redirect(port.hostIfindex, port.hostIfname);
     if (podPort) this.#pods?.add(port);
     const vlan = port.vlan ?? 0;
     if (vlan) this.#requireVlanFiltering(vlan);
@@ -269,6 +280,7 @@ export class BridgeDatapath implements Datapath {
       vlan: this.#fdbVlan(link.index),
     }));
     this.#pods?.check(hostIfname);
+    this.#hop.check(hostIfname, link.index);
   }
 
   async ports(): Promise<string[]> {

@@ -18,6 +18,7 @@ import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
+import { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
@@ -94,12 +95,17 @@ export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
 export class OvsDatapath implements Datapath {
   readonly kind = 'ovs';
   /**
-   * Off on both datapaths. The userspace datapath forwards a frame as the pod's kernel left it: with
-   * transmit checksum offload on, TCP segments leave the pod with no checksum filled in, and the peer
-   * drops them. The kernel datapath carries the pending checksum past its guard flows, and the node
-   * completes it later at the offsets the pod chose (decision 32).
+   * Off on the userspace datapath: it forwards a frame as the pod's kernel left it, and with transmit
+   * checksum offload on, TCP segments leave the pod with no checksum filled in, and the peer drops
+   * them. On on the kernel datapath: the checksum hop (checksum-ifb.ts) completes a pending checksum
+   * before the guard flows; without it the node would complete it later, at the offsets the pod chose
+   * (decision 32).
    */
-  readonly podTxChecksumming = false;
+  readonly podTxChecksumming: boolean;
+  /** The kernel datapath receives after tc ingress; the userspace one's packet sockets before it. */
+  readonly podEgressShaping: boolean;
+  /** The kernel datapath's pods' frames pass the checksum hop (checksum-ifb.ts); undefined on netdev. */
+  readonly #hop: ChecksumHop | undefined;
   readonly #o: OvsDatapathOptions;
   readonly #openflowTarget: string;
   /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
@@ -148,6 +154,11 @@ export class OvsDatapath implements Datapath {
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
+    this.podTxChecksumming = options.datapathType === 'system';
+    this.podEgressShaping = options.datapathType === 'system';
+    // Not on netdev: its ports are packet sockets, which would see each frame twice (tc ingress
+    // re-injects the IFB's frames into the veth's receive path, packet taps included).
+    this.#hop = options.datapathType === 'system' ? new ChecksumHop(options.nl) : undefined;
     this.#cidrs = podCidrs(options.gateways);
     this.#floods = new FloodSync({
       rows: async () => (await this.#db()).ports(),
@@ -189,6 +200,7 @@ export class OvsDatapath implements Datapath {
     await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
     const gw = await ensureGatewayPort(vs, o, this.#portTimeoutMs);
     configureGatewayLink(o, gw.mac);
+    this.#hop?.start(o.mtu);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
     const flows = new FlowTable(this.#openflowTarget, { backoffMs: { initial: 50, max: 500 } });
     this.#flows = flows;
@@ -376,6 +388,9 @@ export class OvsDatapath implements Datapath {
       const flows = this.#readyFlows();
       await this.#portOp(() => this.#openPort(flows, port));
     }
+    // Before the veth comes up (and on a re-attach, where an older agent left none): no frame of the
+    // pod meets the guard flows with a checksum still pending (checksum-ifb.ts).
+    this.#hop?.redirect(port.hostIfindex, port.hostIfname);
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
@@ -546,6 +561,8 @@ export class OvsDatapath implements Datapath {
         hostIfname,
       ),
     );
+    const link = this.#o.nl.linkByName(hostIfname);
+    if (link) this.#hop?.check(hostIfname, link.index);
   }
 
   /**

@@ -4,11 +4,13 @@
  * and it keeps acting there after the thread switches back. Every request carries NLM_F_ACK and
  * waits for its answer (at most the receive timeout); nothing runs in the background.
  */
+import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { InternalError } from '../../base/errors.js';
 import { ipValueToBytes, parseAddressWithPrefix, parseIpBytes } from '../../base/ip.js';
 import { parseMac } from '../../base/mac.js';
 import { AF_INET, AF_INET6, inetFamily, KernelError } from '../libc.js';
+import { NetnsHandle } from '../netns.js';
 import { addrFromBody, decodeAddrBody, encodeAddrBody } from './addr-message.js';
 import type { RtAttr } from './attributes.js';
 import type { StaticFdbSpec } from './bridge-port.js';
@@ -31,6 +33,18 @@ import {
   rtMsg,
 } from './route-message.js';
 import { type BatchFailure, type BatchRequest, NetlinkSocket, type NetlinkSocketOptions } from './socket.js';
+import {
+  decodeFilter,
+  decodeQdisc,
+  ingressFilterDumpBody,
+  ingressQdiscBody,
+  ingressRedirectFilterBody,
+  qdiscDumpBody,
+  rootTbfBody,
+  type TbfParams,
+  type TcFilter,
+  type TcQdisc,
+} from './tc-message.js';
 import type {
   Addr,
   AddressOptions,
@@ -49,13 +63,14 @@ import type {
 import { IFF_UP } from './uapi/if.js';
 import { IFA_F_NODAD, IFA_F_NOPREFIXROUTE } from './uapi/if-addr.js';
 import { IFLA_BRPORT_MODE } from './uapi/if-link.js';
-import { NLM_F_CREATE, NLM_F_EXCL } from './uapi/netlink.js';
+import { NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE } from './uapi/netlink.js';
 import * as R from './uapi/rtnetlink.js';
 import { vxlanLinkAttributes } from './vxlan-data.js';
 
 const AF_UNSPEC = 0;
 const AF_BRIDGE = 7;
 const CREATE = NLM_F_CREATE | NLM_F_EXCL;
+const CREATE_OR_REPLACE = NLM_F_CREATE | NLM_F_REPLACE;
 
 function isErrno(err: unknown, errno: number): boolean {
   return err instanceof KernelError && err.errno === errno;
@@ -124,6 +139,19 @@ export class Rtnetlink implements Disposable {
     this.close();
   }
 
+  /**
+   * The network namespace this client acts in, for what only another socket does there (ethtool):
+   * the calling thread may be elsewhere (a test's, or a datapath opened in a node namespace).
+   */
+  netns(): NetnsHandle {
+    const fd = this.#sock.netnsFd();
+    try {
+      return NetnsHandle.open(`/proc/self/fd/${fd}`);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
   // Links
 
   /** Equivalent to: `ip link show dev NAME`. Undefined when there is no such link. */
@@ -183,6 +211,13 @@ export class Rtnetlink implements Disposable {
   addBridge(spec: BridgeSpec): Link {
     const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'bridge' } };
     if (spec.mac !== undefined) attrs.address = parseMac(spec.mac);
+    this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
+    return this.#created(spec.name);
+  }
+
+  /** Equivalent to: `ip link add NAME mtu M type ifb`. */
+  addIfb(spec: { name: string; mtu: number }): Link {
+    const attrs: LinkAttributes = { ifname: spec.name, mtu: spec.mtu, linkinfo: { kind: 'ifb' } };
     this.#sock.request(R.RTM_NEWLINK, CREATE, encodeLinkBody({ ifi: ifInfoMsg(), attrs }));
     return this.#created(spec.name);
   }
@@ -465,6 +500,57 @@ export class Rtnetlink implements Disposable {
     } finally {
       slot.queued--;
     }
+  }
+
+  // Traffic control (tc-message.ts)
+
+  /** Equivalent to: `tc qdisc add dev INDEX ingress`. False when the device has one already (EEXIST). */
+  addIngressQdisc(index: number): boolean {
+    try {
+      this.#sock.request(R.RTM_NEWQDISC, CREATE, ingressQdiscBody(index));
+      return true;
+    } catch (err) {
+      if (isErrno(err, constants.errno.EEXIST)) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Equivalent to: `tc filter add dev INDEX ingress protocol all prio 1 u32 match u32 0 0 action mirred
+   * egress redirect dev TARGET`. Needs the ingress qdisc (`addIngressQdisc`).
+   */
+  addIngressRedirect(index: number, target: number): void {
+    this.#sock.request(R.RTM_NEWTFILTER, CREATE, ingressRedirectFilterBody(index, target));
+  }
+
+  /** Equivalent to: `tc filter show dev INDEX ingress`. Empty when the device has no ingress qdisc. */
+  ingressFilters(index: number): TcFilter[] {
+    try {
+      return this.#sock
+        .dump(R.RTM_GETTFILTER, ingressFilterDumpBody(index))
+        .filter((m) => m.header.type === R.RTM_NEWTFILTER)
+        .map((m) => decodeFilter(m.payload));
+    } catch (err) {
+      if (isErrno(err, constants.errno.EINVAL) || isErrno(err, constants.errno.ENOENT)) return [];
+      throw err;
+    }
+  }
+
+  /**
+   * Equivalent to: `tc qdisc replace dev INDEX root handle 1: tbf rate R buffer B limit L` (tc-message.ts,
+   * `rootTbfBody`): replaces whatever root qdisc the device has.
+   */
+  replaceRootTbf(index: number, params: TbfParams): void {
+    this.#sock.request(R.RTM_NEWQDISC, CREATE_OR_REPLACE, rootTbfBody(index, params));
+  }
+
+  /** Equivalent to: `tc qdisc show dev INDEX`: the device's qdiscs (the default ones included). */
+  qdiscs(index: number): TcQdisc[] {
+    return this.#sock
+      .dump(R.RTM_GETQDISC, qdiscDumpBody())
+      .filter((m) => m.header.type === R.RTM_NEWQDISC)
+      .map((m) => decodeQdisc(m.payload))
+      .filter((q) => q.ifindex === index);
   }
 
   // Neighbours and forwarding database (neigh-ops.ts)

@@ -5,12 +5,16 @@
  * descriptor, sequence counter and receive buffer: nothing is shared between instances.
  */
 import { constants } from 'node:os';
+import koffi from 'koffi';
 import * as libc from '../libc.js';
 import { decodeMessages, encodeDatagram, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr, type ExtAck } from './nlmsgerr.js';
 import * as N from './uapi/netlink.js';
 import { rtmTypeName } from './uapi/rtnetlink.js';
+
+/** linux/sockios.h: a socket's network namespace, as a new descriptor. */
+const SIOCGSKNS = 0x894c;
 
 export interface NetlinkSocketOptions {
   /** Longest wait for one answer; a request that gets none fails with EAGAIN. Default 5000 ms. */
@@ -86,6 +90,16 @@ export class NetlinkSocket implements Disposable {
 
   get closed(): boolean {
     return this.#fd < 0;
+  }
+
+  /**
+   * Equivalent to: ioctl(fd, SIOCGSKNS): a new descriptor on the network namespace the socket acts in
+   * (the one it was opened in), for the caller to close.
+   */
+  netnsFd(): number {
+    const fd = libc.ioctl(this.#openFd(N.NLMSG_NOOP), SIOCGSKNS);
+    if (fd < 0) throw new libc.KernelError('ioctl(SIOCGSKNS)', koffi.errno());
+    return fd;
   }
 
   /**

@@ -16,6 +16,10 @@ export const RTM_GETROUTE = 26;
 export const RTM_NEWNEIGH = 28;
 export const RTM_DELNEIGH = 29;
 export const RTM_GETNEIGH = 30;
+export const RTM_NEWQDISC = 36;
+export const RTM_GETQDISC = 38;
+export const RTM_NEWTFILTER = 44;
+export const RTM_GETTFILTER = 46;
 
 const RTM_NAMES = new Map<number, string>([
   [RTM_NEWLINK, 'RTM_NEWLINK'],
@@ -31,6 +35,10 @@ const RTM_NAMES = new Map<number, string>([
   [RTM_NEWNEIGH, 'RTM_NEWNEIGH'],
   [RTM_DELNEIGH, 'RTM_DELNEIGH'],
   [RTM_GETNEIGH, 'RTM_GETNEIGH'],
+  [RTM_NEWQDISC, 'RTM_NEWQDISC'],
+  [RTM_GETQDISC, 'RTM_GETQDISC'],
+  [RTM_NEWTFILTER, 'RTM_NEWTFILTER'],
+  [RTM_GETTFILTER, 'RTM_GETTFILTER'],
 ]);
 
 /** The kernel's name of a message type, used as the `syscall` of a KernelError. */
