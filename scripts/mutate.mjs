@@ -848,6 +848,18 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/spoofing-linux-bridge.test.js', 'test/multinode/checksum-forge.test.js'],
   },
+  {
+    id: 'kube-watch-error-410-ignored',
+    what: 'Kubernetes watch: an ERROR event with code 410 (history compacted) is not taken for Gone, so no relist',
+    edits: [['src/kube/reflector.js', 'if (status.code === 410)', 'if (false)']],
+    tests: ['test/kube/reflector.test.js'],
+  },
+  {
+    id: 'kube-relist-keeps-deleted',
+    what: 'Kubernetes relist: objects deleted while the watch was away stay in the cache (no delete emitted)',
+    edits: [['src/kube/reflector.js', 'if (!fresh.has(key)) {', 'if (false) {']],
+    tests: ['test/kube/reflector.test.js'],
+  },
 ];
 
 function build() {
