@@ -144,6 +144,11 @@ export class Reflector<T> {
     return this.#cache.get(key)?.object;
   }
 
+  /** The resourceVersion of the cached object under `key`. */
+  versionOf(key: string): string | undefined {
+    return this.#cache.get(key)?.resourceVersion;
+  }
+
   keys(): string[] {
     return [...this.#cache.keys()];
   }
