@@ -27,6 +27,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
 import type { ConnectFn } from '../src/cluster/etcd-gateway.js';
+import { KubeClient } from '../src/kube/kube-client.js';
+import { kubeconfigConnection } from '../src/kube/kube-config.js';
 import { EtcdServer } from './etcd.js';
 import { must, type Run, run } from './exec.js';
 import { CLIENT_EXT, issueKubeCert, type KubePki, makeKubePki } from './kube-pki.js';
@@ -331,6 +333,25 @@ export class KubeApiServer {
       'current-context': 'pwt',
     };
     await writeFile(path, stringifyYaml(config), { mode: 0o600 });
+  }
+
+  /**
+   * Registers a Node as a kubelet would: the object with its pod CIDRs (the controller manager's
+   * part), then its InternalIP in the status subresource (which kubectl 1.20 cannot write).
+   */
+  async registerNode(name: string, podCIDRs: string[], internalIP: string): Promise<void> {
+    const spec = podCIDRs.length > 0 ? { podCIDR: podCIDRs[0], podCIDRs } : {};
+    await this.apply({ apiVersion: 'v1', kind: 'Node', metadata: { name }, spec });
+    const client = new KubeClient(kubeconfigConnection(this.kubeconfig), { connect: this.connect });
+    try {
+      const r = await client.request('PATCH', `/api/v1/nodes/${name}/status`, {
+        body: { status: { addresses: [{ type: 'InternalIP', address: internalIP }] } },
+        contentType: 'application/merge-patch+json',
+      });
+      if (r.status !== 200) throw new Error(`PATCH node ${name} status: HTTP ${r.status}: ${r.body}`);
+    } finally {
+      client.close();
+    }
   }
 
   /** The CA certificate's text. */

@@ -21,6 +21,7 @@ import { readFile } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
 import { inClusterConnection, kubeconfigConnection } from '../kube/kube-config.js';
+import type { KubeLog } from '../kube/reflector.js';
 import { parseEndpoint } from './etcd-endpoint.js';
 import type { EtcdAuth } from './etcd-gateway.js';
 import { EtcdStore, type EtcdStoreOptions } from './etcd-store.js';
@@ -215,6 +216,8 @@ export type ClusterStoreExtras = Omit<EtcdStoreOptions, 'endpoints' | 'prefix'> 
   filePollIntervalMs?: number;
   /** store: kubernetes: this agent's Node (the only one it writes). */
   nodeName?: string;
+  /** store: kubernetes: where the watch layer's events go (an invalid Node, a relist, a failure). */
+  kubeLog?: KubeLog;
 };
 
 /**
@@ -234,9 +237,13 @@ export async function openClusterStore(
     if (extras.nodeName === undefined) throw new InvalidConfigError('cluster.store kubernetes: no node name');
     const connection =
       config.kubeconfig === undefined ? inClusterConnection() : kubeconfigConnection(config.kubeconfig);
-    return KubeStore.open({ connection, nodeName: extras.nodeName });
+    return KubeStore.open({
+      connection,
+      nodeName: extras.nodeName,
+      ...(extras.kubeLog ? { log: extras.kubeLog } : {}),
+    });
   }
-  const { filePollIntervalMs: _unused, nodeName: _name, ...etcdExtras } = extras;
+  const { filePollIntervalMs: _unused, nodeName: _name, kubeLog: _log, ...etcdExtras } = extras;
   const secrets = await readSecrets(config);
   return EtcdStore.open({
     ...etcdExtras,
