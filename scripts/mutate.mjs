@@ -860,6 +860,12 @@ const MUTATIONS = [
     edits: [['src/kube/reflector.js', 'if (!fresh.has(key)) {', 'if (false) {']],
     tests: ['test/kube/reflector.test.js'],
   },
+  {
+    id: 'own-cidr-change-silent',
+    what: "A change of this node's own pod CIDRs in the cluster store passes without a word (store: kubernetes, a Node re-created with another CIDR)",
+    edits: [['src/agent/startup/cluster-node.js', "if (ev.type === 'put' && !sameCIDRs(ev.node.podCIDRs, this.#record.podCIDRs)) {", 'if (false) {']],
+    tests: ['test/multinode/kube-store.test.js'],
+  },
 ];
 
 function build() {

@@ -14,7 +14,7 @@
  *   resourceVersion read, so it is compare-and-swap like the etcd store's writes).
  *
  * Every Node goes through `parseNodeRecord`, as the etcd records do: one whose annotation or CIDRs
- * are malformed is skipped with a log line (`kube-object-invalid`) and counted (`invalidNodes`), and
+ * are malformed is skipped with a log line (`kube-object-invalid`) and counted (`invalidRecords`), and
  * treated as absent; the peer checks (agent/startup/peer-check.ts) then see the records exactly as
  * they see etcd's.
  */
@@ -152,7 +152,7 @@ export class KubeStore implements ClusterStore {
   }
 
   /** Nodes skipped as invalid so far (each Node version counted once). */
-  get invalidNodes(): number {
+  get invalidRecords(): number {
     return this.#nodes.stats.invalidObjects;
   }
 

@@ -141,7 +141,7 @@ describe('KubeStore: Node objects as the cluster store, a real kube-apiserver', 
         () => seen().join(', '),
       );
       // n3 was invalid too for a moment: created before its status had an InternalIP
-      assert.equal(store.invalidNodes, 2, JSON.stringify(lines));
+      assert.equal(store.invalidRecords, 2, JSON.stringify(lines));
       const line = lines.find((l) => l.event === 'kube-object-invalid' && l.fields.name === 'n2');
       assert.equal(line?.fields.name, 'n2');
       assert.match(String(line?.fields.reason), /Node n2.vtepMac: must be a MAC address/);

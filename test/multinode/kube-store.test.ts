@@ -3,7 +3,8 @@
  * on the underlay (no etcd of podwire's; the API server's own etcd is its business): each agent
  * takes its pod CIDR from its Node's spec.podCIDRs and publishes its VTEP MAC in its own Node's
  * annotation, pods on the two nodes reach each other over VXLAN, and a Node deleted is removed from
- * the other node's routes and FDB.
+ * the other node's routes and FDB; a malformed Node is skipped with a log line; a node's own Node
+ * coming back with another pod CIDR is refused loudly and the running CIDR stays.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -88,5 +89,31 @@ describe('cluster store: kubernetes (two agents, a real kube-apiserver)', { time
       'FDB entry to node-1 removed',
     );
     assert.equal(await pingFrom(podA, ipB, 1), false, 'node-1 pods unreachable once its Node is gone');
+
+    // A malformed Node (no agent behind it): skipped by node-0 with a log line naming it; nothing else moves.
+    await kube.registerNode('node-9', ['10.250.9.0/24'], '172.30.9.9');
+    await kube.kubectlOk(['annotate', 'node', 'node-9', `${NODE_ANNOTATION}={"vtepMac":"not-a-mac"}`]);
+    assert.ok(
+      await within(10_000, async () => /"kube-object-invalid".*"name":"node-9"/.test(a.node.logs)),
+      'node-0 logs the invalid Node',
+    );
+    // (valid for a moment between its registration and the annotation: its route comes and goes)
+    assert.ok(
+      await within(10_000, async () => (await peerRoutes(a)).length === 0),
+      'no route from the invalid Node',
+    );
+
+    // node-0's own Node comes back with another pod CIDR: refused loudly, the running CIDR stays.
+    await kube.kubectlOk(['delete', 'node', a.name]);
+    await kube.registerNode(a.name, ['10.250.7.0/24'], a.underlay.ip);
+    assert.ok(
+      await within(10_000, async () => /pod CIDRs changed in the cluster store: refused/.test(a.node.logs)),
+      'node-0 refuses the change of its own CIDRs',
+    );
+    const podA2 = await a.node.addPod('ka2');
+    const addA2 = await a.node.cni({ command: 'ADD', containerId: 'kube-a2', netns: podA2 });
+    assert.equal(addA2.code, 0, addA2.stdout);
+    assert.match(resultIps(addA2)[0] as string, /^10\.250\.0\./, 'new pods still from the CIDR it runs with');
+    assert.ok(await pingFrom(podA2, ipA), 'and they reach the pods already running');
   });
 });
