@@ -863,7 +863,13 @@ const MUTATIONS = [
   {
     id: 'own-cidr-change-silent',
     what: "A change of this node's own pod CIDRs in the cluster store passes without a word (store: kubernetes, a Node re-created with another CIDR)",
-    edits: [['src/agent/startup/cluster-node.js', "if (ev.type === 'put' && !sameCIDRs(ev.node.podCIDRs, this.#record.podCIDRs)) {", 'if (false) {']],
+    edits: [
+      [
+        'src/agent/startup/cluster-node.js',
+        "if (ev.type === 'put' && !sameCIDRs(ev.node.podCIDRs, this.#record.podCIDRs)) {",
+        'if (false) {',
+      ],
+    ],
     tests: ['test/multinode/kube-store.test.js'],
   },
 ];

@@ -216,6 +216,10 @@ describe('reflector: a real kube-apiserver, watch cache on', { timeout: 240_000 
         30_000,
         () => rec.summary().join(', '),
       );
+      const gone = rec.lines.filter((l) => l.event === 'kube-watch-gone');
+      console.log(
+        `API server restarted (watch cache on): relists ${r.stats.relists}, 410 seen as ${gone.map((g) => (g.fields.error ? 'HTTP 410' : 'ERROR event 410')).join(', ') || 'none'}`,
+      );
       const after = rec.summary().slice(3);
       assert.deepEqual(after.sort(), ['added r4', 'deleted r2', 'modified r3']);
     } finally {
