@@ -20,10 +20,10 @@
  * --pdeathsig KILL`.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify as stringifyYaml } from 'yaml';
 import type { ConnectFn } from '../src/cluster/etcd-gateway.js';
@@ -34,13 +34,23 @@ import { must, type Run, run } from './exec.js';
 import { CLIENT_EXT, issueKubeCert, type KubePki, makeKubePki } from './kube-pki.js';
 import { uniqueName } from './namespaces.js';
 
-/** Where scripts/k8s-build.sh put the binaries (`scripts/k8s-build.sh --print-dir`). */
+/**
+ * Where scripts/k8s-build.sh put the binaries (`scripts/k8s-build.sh --print-dir`); the script is
+ * looked for upwards from here, so that a copy of the compiled tree (scripts/mutate.mjs's) finds it.
+ */
 export function kubeBinDir(): string {
-  const r = spawnSync(join(import.meta.dirname, '../../scripts/k8s-build.sh'), ['--print-dir'], {
-    encoding: 'utf8',
-  });
-  if (r.status !== 0) throw new Error(`scripts/k8s-build.sh --print-dir: ${r.stderr.trim()}`);
-  return r.stdout.trim();
+  let dir = import.meta.dirname;
+  for (;;) {
+    const script = join(dir, 'scripts/k8s-build.sh');
+    if (existsSync(script)) {
+      const r = spawnSync(script, ['--print-dir'], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`${script} --print-dir: ${(r.stderr ?? '').trim()}`);
+      return r.stdout.trim();
+    }
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`scripts/k8s-build.sh not found above ${import.meta.dirname}`);
+    dir = up;
+  }
 }
 
 export interface KubeApiOptions {
