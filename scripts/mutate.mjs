@@ -850,8 +850,11 @@ const MUTATIONS = [
   },
   {
     id: 'kube-watch-error-410-ignored',
-    what: 'Kubernetes watch: an ERROR event with code 410 (history compacted) is not taken for Gone, so no relist',
-    edits: [['src/kube/reflector.js', 'if (status.code === 410)', 'if (false)']],
+    what: 'Kubernetes watch: a 410 (an ERROR event with code 410, or an HTTP 410) is not taken for Gone, so no relist',
+    edits: [
+      ['src/kube/reflector.js', 'if (status.code === 410)', 'if (false)'],
+      ['src/kube/reflector.js', 'if (err instanceof KubeApiError && err.gone) {', 'if (false) {'],
+    ],
     tests: ['test/kube/reflector.test.js'],
   },
   {
