@@ -8,12 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify as stringifyYaml } from 'yaml';
 import { type EtcdOptions, EtcdServer } from './etcd.js';
+import { KubeApiServer } from './kube-api.js';
 import { TestNode } from './node.js';
 import { Underlay, type UnderlayNode } from './underlay.js';
 
 export interface ClusterOptions {
   nodes: number;
-  store: 'etcd' | 'file';
+  /** `kubernetes`: a real kube-apiserver on the underlay (bed/kube-api.ts); each node's Node object is registered before its agent starts, with 10.250.n.0/24 and its underlay IP. */
+  store: 'etcd' | 'file' | 'kubernetes';
   trafficMode?: 'encap' | 'noEncap';
   datapath?: 'linux-bridge' | 'ovs';
   /** Dual-stack pods: an IPv6 cluster CIDR too. */
@@ -45,6 +47,7 @@ export class TestCluster {
   readonly members: ClusterMember[] = [];
   readonly dir = mkdtempSync(join(tmpdir(), 'pwt-cluster-'));
   etcd: EtcdServer | undefined;
+  kube: KubeApiServer | undefined;
   #count = 0;
 
   constructor(options: ClusterOptions) {
@@ -61,9 +64,13 @@ export class TestCluster {
       });
       await this.options.prepareEtcd?.(this.etcd);
     }
+    if (this.options.store === 'kubernetes') {
+      this.kube = await KubeApiServer.start({ netns: this.underlay.ns, host: this.underlay.hostIp });
+    }
     const created: ClusterMember[] = [];
     for (let i = 0; i < this.options.nodes; i++) created.push(await this.#create());
     if (this.options.store === 'file') this.#writeFile([...this.members, ...created]);
+    for (const m of created) await this.#registerNode(m);
     await Promise.all(created.map((m) => m.node.setup()));
     this.members.push(...created);
     return this;
@@ -73,6 +80,7 @@ export class TestCluster {
   async join(): Promise<ClusterMember> {
     const m = await this.#create();
     if (this.options.store === 'file') this.#writeFile([...this.members, m]);
+    await this.#registerNode(m);
     try {
       await m.node.setup();
     } catch (err) {
@@ -94,7 +102,23 @@ export class TestCluster {
     else await remove();
   }
 
+  /** store kubernetes: the member's Node object, and the kubeconfig its agent reads (node credentials). */
+  async #registerNode(m: ClusterMember): Promise<void> {
+    const kube = this.kube;
+    if (kube === undefined) return;
+    const n = Number(m.name.split('-')[1]);
+    await kube.registerNode(m.name, [`10.250.${n}.0/24`], m.underlay.ip);
+  }
+
+  /** The kubeconfig of a node's agent: a client certificate of `system:node:NAME` in `system:nodes`. */
+  async #nodeKubeconfig(name: string): Promise<string> {
+    const kube = this.kube as KubeApiServer;
+    const cert = await kube.clientCert(`node-${name}`, `/CN=system:node:${name}/O=system:nodes`);
+    return kube.writeKubeconfig(name, cert);
+  }
+
   get storeConfig(): Record<string, unknown> {
+    if (this.options.store === 'kubernetes') return { store: 'kubernetes' };
     if (this.options.store === 'file') return { store: 'file', path: join(this.dir, 'cluster.yaml') };
     const etcd = this.etcd as EtcdServer;
     return {
@@ -116,13 +140,17 @@ export class TestCluster {
     const v6 = this.options.ipv6 ?? false;
     const config: Record<string, unknown> = {
       podCIDRs: this.options.store === 'file' ? null : undefined,
-      cluster: this.storeConfig,
+      cluster:
+        this.options.store === 'kubernetes'
+          ? { store: 'kubernetes', kubeconfig: await this.#nodeKubeconfig(name) }
+          : this.storeConfig,
       nodeName: name,
       uplink: underlay.uplink,
       trafficMode: this.options.trafficMode ?? 'encap',
       ...(this.options.bridging ? { bridging: { uplink: underlay.uplink } } : {}),
       ...this.options.agentConfig,
     };
+    if (this.options.store === 'kubernetes') config.podCIDRs = null;
     if (this.options.store === 'etcd') {
       config.podCIDRs = null;
       config.clusterCIDRs = v6 ? [CLUSTER_V4, CLUSTER_V6] : [CLUSTER_V4];
@@ -149,6 +177,7 @@ export class TestCluster {
   async cleanup(): Promise<void> {
     for (const m of this.members) await m.node.cleanup();
     await this.etcd?.cleanup();
+    await this.kube?.cleanup();
     await this.underlay.cleanup();
     rmSync(this.dir, { recursive: true, force: true });
   }

@@ -902,6 +902,33 @@ const MUTATIONS = [
     edits: [['../deploy/install-cni.mjs', "doc.has('cluster') && !doc.has('nodeName')", 'false']],
     tests: ['test/deploy/install-cni.test.js'],
   },
+  {
+    id: 'kube-watch-error-410-ignored',
+    what: 'Kubernetes watch: a 410 (an ERROR event with code 410, or an HTTP 410) is not taken for Gone, so no relist',
+    edits: [
+      ['src/kube/reflector.js', 'if (status.code === 410)', 'if (false)'],
+      ['src/kube/reflector.js', 'if (err instanceof KubeApiError && err.gone) {', 'if (false) {'],
+    ],
+    tests: ['test/kube/reflector.test.js'],
+  },
+  {
+    id: 'kube-relist-keeps-deleted',
+    what: 'Kubernetes relist: objects deleted while the watch was away stay in the cache (no delete emitted)',
+    edits: [['src/kube/reflector.js', 'if (!fresh.has(key)) {', 'if (false) {']],
+    tests: ['test/kube/reflector.test.js'],
+  },
+  {
+    id: 'own-cidr-change-silent',
+    what: "A change of this node's own pod CIDRs in the cluster store passes without a word (store: kubernetes, a Node re-created with another CIDR)",
+    edits: [
+      [
+        'src/agent/startup/cluster-node.js',
+        "if (ev.type === 'put' && !sameCIDRs(ev.node.podCIDRs, this.#record.podCIDRs)) {",
+        'if (false) {',
+      ],
+    ],
+    tests: ['test/multinode/kube-store.test.js'],
+  },
 ];
 
 function build() {

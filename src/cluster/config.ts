@@ -20,11 +20,14 @@
 import { readFile } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
 import { InvalidConfigError, type PodwireError } from '../base/errors.js';
+import { inClusterConnection, kubeconfigConnection } from '../kube/kube-config.js';
+import type { KubeLog } from '../kube/reflector.js';
 import { parseEndpoint } from './etcd-endpoint.js';
 import type { EtcdAuth } from './etcd-gateway.js';
 import { EtcdStore, type EtcdStoreOptions } from './etcd-store.js';
 import type { EtcdTls } from './etcd-tls.js';
 import { FileStore } from './file-store.js';
+import { KubeStore } from './kube-store.js';
 import type { ClusterStore } from './store.js';
 
 /** Paths of PEM files. */
@@ -51,9 +54,16 @@ export interface EtcdStoreConfig {
   insecure?: true;
 }
 
-export type ClusterStoreConfig = { store: 'file'; path: string } | EtcdStoreConfig;
+/** `{store: kubernetes}`: in-cluster (the pod's service account), or `kubeconfig: FILE`. */
+export interface KubeStoreConfig {
+  store: 'kubernetes';
+  kubeconfig?: string;
+}
+
+export type ClusterStoreConfig = { store: 'file'; path: string } | EtcdStoreConfig | KubeStoreConfig;
 
 const FILE_KEYS = new Set(['store', 'path']);
+const KUBE_KEYS = new Set(['store', 'kubeconfig']);
 const ETCD_KEYS = new Set(['store', 'endpoints', 'prefix', 'requestTimeoutMs', 'tls', 'auth', 'insecure']);
 const TLS_KEYS = new Set(['ca', 'cert', 'key']);
 const AUTH_KEYS = new Set(['username', 'passwordFile']);
@@ -76,6 +86,14 @@ export function parseClusterStoreConfig(value: unknown, key = 'cluster'): Cluste
     if (typeof obj.path !== 'string' || !isAbsolute(obj.path))
       throw bad(`${key}.path`, 'must be an absolute path');
     return { store: 'file', path: obj.path };
+  }
+  if (obj.store === 'kubernetes') {
+    for (const k of Object.keys(obj))
+      if (!KUBE_KEYS.has(k)) throw bad(`${key}.${k}`, 'unknown key for store: kubernetes');
+    if (obj.kubeconfig === undefined) return { store: 'kubernetes' };
+    if (typeof obj.kubeconfig !== 'string' || !isAbsolute(obj.kubeconfig))
+      throw bad(`${key}.kubeconfig`, 'must be an absolute path');
+    return { store: 'kubernetes', kubeconfig: obj.kubeconfig };
   }
   if (obj.store === 'etcd') {
     for (const k of Object.keys(obj))
@@ -126,7 +144,7 @@ export function parseClusterStoreConfig(value: unknown, key = 'cluster'): Cluste
     }
     return out;
   }
-  throw bad(`${key}.store`, 'must be "file" or "etcd"');
+  throw bad(`${key}.store`, 'must be "file", "etcd" or "kubernetes"');
 }
 
 function mapping(value: unknown, key: string, keys: Set<string>, example: string): Record<string, unknown> {
@@ -196,6 +214,10 @@ async function readSecrets(config: EtcdStoreConfig): Promise<{ tls?: EtcdTls; au
 /** Extra collaborators and tuning that do not come from the configuration file (tests, the agent). */
 export type ClusterStoreExtras = Omit<EtcdStoreOptions, 'endpoints' | 'prefix'> & {
   filePollIntervalMs?: number;
+  /** store: kubernetes: this agent's Node (the only one it writes). */
+  nodeName?: string;
+  /** store: kubernetes: where the watch layer's events go (an invalid Node, a relist, a failure). */
+  kubeLog?: KubeLog;
 };
 
 /**
@@ -211,7 +233,17 @@ export async function openClusterStore(
     const opts = extras.filePollIntervalMs === undefined ? {} : { pollIntervalMs: extras.filePollIntervalMs };
     return FileStore.open({ path: config.path, ...opts });
   }
-  const { filePollIntervalMs: _unused, ...etcdExtras } = extras;
+  if (config.store === 'kubernetes') {
+    if (extras.nodeName === undefined) throw new InvalidConfigError('cluster.store kubernetes: no node name');
+    const connection =
+      config.kubeconfig === undefined ? inClusterConnection() : kubeconfigConnection(config.kubeconfig);
+    return KubeStore.open({
+      connection,
+      nodeName: extras.nodeName,
+      ...(extras.kubeLog ? { log: extras.kubeLog } : {}),
+    });
+  }
+  const { filePollIntervalMs: _unused, nodeName: _name, kubeLog: _log, ...etcdExtras } = extras;
   const secrets = await readSecrets(config);
   return EtcdStore.open({
     ...etcdExtras,

@@ -126,6 +126,9 @@ export interface ClusterStore {
   /** IP pools and their cluster-wide claims; undefined for a store without transactions (the file). */
   readonly pools?: PoolStore;
 
+  /** Records the store holds that are not valid (skipped, each version counted once); where the store counts them. */
+  readonly invalidRecords?: number;
+
   /** A snapshot of the store's reachability. */
   health(): StoreHealth;
   /** Idempotent. Ends every watch; later calls fail with ERR_STORE "... is closed". */

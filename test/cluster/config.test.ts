@@ -50,7 +50,7 @@ describe('cluster store configuration', () => {
   test('errors name the key', () => {
     const cases: [unknown, RegExp][] = [
       [null, /^cluster: must be a mapping/],
-      [{ store: 'consul' }, /^cluster\.store: must be "file" or "etcd"/],
+      [{ store: 'consul' }, /^cluster\.store: must be "file", "etcd" or "kubernetes"/],
       [{ store: 'file', path: 'rel.yaml' }, /^cluster\.path: must be an absolute path/],
       [{ store: 'file', path: '/x', endpoints: [] }, /^cluster\.endpoints: unknown key for store: file/],
       [{ store: 'etcd', endpoints: [] }, /^cluster\.endpoints: must be a non-empty list/],

@@ -168,5 +168,11 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
       type: 'counter',
       read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.refusedTotal }] : []),
     },
+    {
+      name: 'podwire_cluster_invalid_records_total',
+      help: 'Node records the cluster store holds that are not valid and were skipped, each version once (store: kubernetes: a Node whose podwire.io/node annotation, pod CIDRs or InternalIP is malformed or missing); absent on a single node.',
+      type: 'counter',
+      read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.invalidRecordsTotal }] : []),
+    },
   ];
 }

@@ -241,6 +241,11 @@ export class ClusterNode {
   }
 
   /** Peer records refused since start (each refusal, or change of its reason, once). */
+  /** Records the store skipped as invalid (the Kubernetes store counts them; others: 0). */
+  get invalidRecordsTotal(): number {
+    return this.#o.store.invalidRecords ?? 0;
+  }
+
   get refusedTotal(): number {
     return this.#check.refusedTotal;
   }
@@ -302,7 +307,19 @@ export class ClusterNode {
           // agents), all delivered in one turn of the event loop: let I/O callbacks (a CNI call's
           // file and netlink work) in between.
           if (++seen % WATCH_YIELD_EVERY === 0) await setImmediatePromise();
-          if (ev.node.name === this.#record.name) continue;
+          if (ev.node.name === this.#record.name) {
+            // This node's CIDRs are fixed while it runs: new ones would renumber running pods.
+            if (ev.type === 'put' && !sameCIDRs(ev.node.podCIDRs, this.#record.podCIDRs)) {
+              log.error(
+                "this node's pod CIDRs changed in the cluster store: refused, the node keeps its own",
+                {
+                  running: this.#record.podCIDRs,
+                  store: ev.node.podCIDRs,
+                },
+              );
+            }
+            continue;
+          }
           if (ev.type === 'put') this.#peers.set(ev.node.name, ev.node);
           else this.#peers.delete(ev.node.name);
           this.#pending.set(ev.node.name, ev.type === 'put' ? ev.node : undefined);

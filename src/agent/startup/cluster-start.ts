@@ -80,7 +80,13 @@ export async function openCluster(
     );
   }
   // Certificates or credentials that etcd refuses, or that name an etcd we do not trust, stop the start here.
-  const store = await openClusterStore(c.store);
+  const store = await openClusterStore(c.store, {
+    nodeName: c.nodeName,
+    kubeLog: (event, fields) => {
+      if (event === 'kube-listed') log.info(event, fields);
+      else log.warn(event, fields);
+    },
+  });
   undo.push('cluster store', () => store.close());
   const { podCIDRs, remembered } = await resolvePodCIDRs(
     membershipOptions(config, c, store, uplink.ip, log),
