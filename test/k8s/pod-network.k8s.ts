@@ -133,7 +133,7 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
     });
   });
 
-  describe('c. hostPort (portmap) and the bandwidth annotations (bandwidth), chained', () => {
+  describe("c. hostPort (portmap, chained) and the bandwidth annotations (podwire's bandwidth capability)", () => {
     test("a hostPort answers on its node's address from the underlay host", async () => {
       await apply(cluster, [netexecDeployment('hp', 1, { hostPort: 18080 })]);
       await waitDeployment(cluster, 'hp');
@@ -155,8 +155,9 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
       await waitDeployment(cluster, 'nobw');
       const [bw] = (await pods(cluster, 'app=bw')) as [PodInfo];
       const [nobw] = (await pods(cluster, 'app=nobw')) as [PodInfo];
-      // The runtime passed the annotation to the chained bandwidth plugin: a TBF on a host veth of
-      // the pod's node (podwire's host veths are pw*), at 1 Mbit/s; the pod without it has none.
+      // The runtime passed the annotation to podwire as the bandwidth capability (decision 42): a TBF
+      // on a host veth of the pod's node (podwire's host veths are pw*), at 1 Mbit/s; the pod without
+      // it has none.
       const node = cluster.nodes.find((n) => n.name === bw.node) as KubeNode;
       const q = await node.exec(['tc', '-j', 'qdisc', 'show']);
       const tbfs = (
