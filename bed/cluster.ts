@@ -71,8 +71,14 @@ export class TestCluster {
     for (let i = 0; i < this.options.nodes; i++) created.push(await this.#create());
     if (this.options.store === 'file') this.#writeFile([...this.members, ...created]);
     for (const m of created) await this.#registerNode(m);
-    await Promise.all(created.map((m) => m.node.setup()));
+    // Members before their agents start: `cleanup` then removes every node, the ones whose agent did
+    // not start included (their directories were left in /tmp when a start failed under load). All
+    // starts are awaited before the first failure is thrown, so that none is still starting when the
+    // test's cleanup runs.
     this.members.push(...created);
+    const started = await Promise.allSettled(created.map((m) => m.node.setup()));
+    const failed = started.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     return this;
   }
 
