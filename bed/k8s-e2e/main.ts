@@ -1,7 +1,7 @@
 /**
  * `npm run test:e2e`: the upstream Kubernetes network e2e (`[sig-network]`, v1.20.2) against podwire.
  *
- *   node dist/bed/k8s-e2e/main.js [--subset] [--nodes N] [--parallel N] [--dual-stack] [--ovs]
+ *   node dist/bed/k8s-e2e/main.js [--subset | --focus REGEX] [--nodes N] [--parallel N] [--dual-stack] [--ovs]
  *                                 [--timeout MIN] [--report-dir DIR] [--skip REGEX] [--kubeconfig FILE --netns NS]
  *
  * Brings the cluster bed up (`node dist/bed/k8s/main.js up`: podwire installed from deploy/, with a
@@ -48,12 +48,14 @@ interface Options {
   netns?: string;
   /** Tests left out of this run besides the list's skips (a pattern). */
   skip?: string;
+  /** Only the [sig-network] tests whose names match (a pattern): a re-run of a few. */
+  focus?: string;
 }
 
 function usage(message: string): never {
   process.stderr.write(
     `test:e2e: ${message}\nusage: main.js [--subset] [--nodes N] [--parallel N] [--dual-stack] [--ovs] ` +
-      '[--timeout MIN] [--report-dir DIR] [--skip REGEX] [--kubeconfig FILE --netns NS]\n',
+      '[--timeout MIN] [--report-dir DIR] [--skip REGEX] [--focus REGEX] [--kubeconfig FILE --netns NS]\n',
   );
   process.exit(2);
 }
@@ -90,9 +92,11 @@ function parseArgs(argv: string[]): Options {
     else if (a === '--kubeconfig') o.kubeconfig = next();
     else if (a === '--netns') o.netns = next();
     else if (a === '--skip') o.skip = next();
+    else if (a === '--focus') o.focus = next();
     else usage(`unknown argument ${a}`);
   }
   if ((o.kubeconfig === undefined) !== (o.netns === undefined)) usage('--kubeconfig and --netns go together');
+  if (o.subset && o.focus !== undefined) usage('--subset and --focus are two selections: give one');
   if (o.timeoutMin === 0) o.timeoutMin = o.subset ? 25 : 150;
   return o;
 }
@@ -284,7 +288,11 @@ async function main(): Promise<number> {
   }
   const ginkgo = existsSync(join(bin, 'ginkgo')) ? join(bin, 'ginkgo') : undefined;
   const tests = loadTestList();
-  const focus = o.subset ? alternation(tests.subset) : FOCUS;
+  const focus = o.subset
+    ? alternation(tests.subset)
+    : o.focus !== undefined
+      ? `${FOCUS}.*(?:${o.focus})`
+      : FOCUS;
   const selected = (await dryRunNames(join(bin, 'e2e.test'), focus)).filter((n) =>
     n.includes('[sig-network]'),
   );
