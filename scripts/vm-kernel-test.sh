@@ -77,8 +77,11 @@ root_mods=("${ordered[@]}")
 ordered=()
 # libcrc32c (for nf_tables and openvswitch) finds its algorithm through the crypto API, which would ask
 # modprobe. openvswitch: the OVS kernel datapath (its dependencies bring conntrack, NAT and defrag).
+# ifb and tc's ingress qdisc, u32, mirred and tbf: the checksum hop and the bandwidth capability
+# (decisions 32, 42), which the agent sets up on both datapaths.
 for m in crypto/crc32c_generic net/bridge/bridge drivers/net/veth net/8021q/8021q net/netfilter/nf_tables \
-  net/openvswitch/openvswitch; do
+  net/openvswitch/openvswitch drivers/net/ifb net/sched/sch_ingress net/sched/cls_u32 net/sched/act_mirred \
+  net/sched/sch_tbf; do
   load_order "kernel/$m.ko"
 done
 # nft lists every kind of object when it starts: all of nftables' own modules, as modprobe would.
