@@ -929,6 +929,12 @@ const MUTATIONS = [
     ],
     tests: ['test/multinode/kube-store.test.js'],
   },
+  {
+    id: 'bandwidth-keys-exact-case',
+    what: "bandwidth capability: only the spec's lower-case keys read (containerd 1.6's IngressRate ignored: nothing shaped)",
+    edits: [['src/cni/bandwidth.js', 'k.toLowerCase() === field.toLowerCase()', 'k === field']],
+    tests: ['test/cni/bandwidth.test.js'],
+  },
 ];
 
 function build() {

@@ -39,8 +39,22 @@ function bad(field: string, why: string): PodwireError {
   return new InvalidConfigError(`runtimeConfig.bandwidth.${field}: ${why}`);
 }
 
+/**
+ * A field of `runtimeConfig.bandwidth` by its name in any letter case, the exact name first: runtimes
+ * written in Go pass the struct as `encoding/json` prints it (containerd 1.6 sends `IngressRate`,
+ * `IngressBurst`, ...), and the reference plugin reads it back as `encoding/json` does, ignoring case.
+ * Two keys that differ only in case are refused: which one the runtime meant is not known.
+ */
+function lookup(obj: Record<string, unknown>, field: string): unknown {
+  if (Object.hasOwn(obj, field)) return obj[field];
+  const keys = Object.keys(obj).filter((k) => k.toLowerCase() === field.toLowerCase());
+  if (keys.length > 1)
+    throw bad(field, `given twice, as ${keys.map((k) => JSON.stringify(k)).join(' and ')}`);
+  return keys.length === 1 ? obj[keys[0] as string] : undefined;
+}
+
 function readCount(obj: Record<string, unknown>, field: string): number {
-  const v = obj[field];
+  const v = lookup(obj, field);
   if (v === undefined || v === null) return 0;
   if (typeof v !== 'number' || !Number.isInteger(v))
     throw bad(field, `${JSON.stringify(v)} is not an integer (bits${field.endsWith('Rate') ? '/s' : ''})`);

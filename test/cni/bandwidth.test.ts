@@ -23,6 +23,23 @@ test('each direction on its own', () => {
   });
 });
 
+// Depends on `lookup` (cni/bandwidth.ts): containerd 1.6 passes the struct as Go prints it, with
+// capitalised keys, and a podwire that read only `ingressRate` shaped nothing (test:k8s found it).
+test("the keys in any letter case, as containerd 1.6 sends them (Go's field names)", () => {
+  const containerd = { IngressRate: 1000000, IngressBurst: 4294967295, EgressRate: 0, EgressBurst: 0 };
+  assert.deepEqual(parseBandwidth({ bandwidth: containerd }), {
+    ingress: { rateBits: 1000000, burstBits: 4294967295 },
+  });
+  // The exact name wins over another case; the same name twice in two cases is refused.
+  assert.deepEqual(parseBandwidth({ bandwidth: { ingressRate: 800, INGRESSRATE: 8, ingressBurst: 100 } }), {
+    ingress: { rateBits: 800, burstBits: 100 },
+  });
+  assert.throws(
+    () => parseBandwidth({ bandwidth: { IngressRate: 800, INGRESSRATE: 8, ingressBurst: 100 } }),
+    /ingressRate: given twice, as "IngressRate" and "INGRESSRATE"/,
+  );
+});
+
 test('refused, naming the field', () => {
   const cases: Array<[unknown, RegExp]> = [
     [[], /runtimeConfig\.bandwidth: must be an object/],
