@@ -552,7 +552,14 @@ s.sendto(b'genuine', (sys.argv[1], ${port}))`,
     // userspace datapath has no hop: it forwards the frame as it is, and the victim drops it for its
     // checksum (as it would the pod's own TCP and UDP, decision 8: so the genuine datagrams go out
     // with it off again).
-    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', async () => {
+    // OVS's kernel datapath has no hop either (ovs-vswitchd owns its ports' ingress qdisc,
+    // ovs-datapath.ts): there the variant is open (decision 32).
+    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', {
+      todo:
+        datapath === 'ovs' &&
+        OVS_DATAPATH === 'system' &&
+        "OVS's kernel datapath: no checksum hop on its ports (ovs-vswitchd owns their ingress qdisc)",
+    }, async () => {
       setPodTxChecksumming(attacker.ns, true);
       try {
         await forgedThroughGateway(5602, () => setPodTxChecksumming(attacker.ns, false));

@@ -65,7 +65,7 @@ export async function cmdAdd(
   const shaping = planBandwidth(att.bandwidth, ctx.config.mtu);
   if (shaping.egress && !datapath.podEgressShaping)
     throw new InvalidConfigError(
-      `runtimeConfig.bandwidth.egressRate: the ${datapath.kind} datapath here (OVS userspace) reads a pod's frames before tc ingress, where an egress rate is shaped; only ingressRate is possible`,
+      `runtimeConfig.bandwidth.egressRate: the ${datapath.kind} datapath owns its ports' tc ingress, where an egress rate is shaped (decision 42); only ingressRate is possible`,
     );
   const undo = new UndoStack();
   const t = new StepTimer();

@@ -18,7 +18,7 @@ import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
-import { ChecksumHop } from '../checksum-ifb.js';
+import type { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
@@ -95,17 +95,20 @@ export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
 export class OvsDatapath implements Datapath {
   readonly kind = 'ovs';
   /**
-   * Off on the userspace datapath: it forwards a frame as the pod's kernel left it, and with transmit
-   * checksum offload on, TCP segments leave the pod with no checksum filled in, and the peer drops
-   * them. On on the kernel datapath: the checksum hop (checksum-ifb.ts) completes a pending checksum
-   * before the guard flows; without it the node would complete it later, at the offsets the pod chose
-   * (decision 32).
+   * Off on both OVS datapaths. The userspace one forwards a frame as the pod's kernel left it: with
+   * transmit checksum offload on, TCP segments would leave the pod with no checksum filled in (decision
+   * 8). The kernel one would complete a pending checksum after the guard flows, at the offsets the pod
+   * chose (decision 32); the checksum hop that makes tx on safe on the Linux bridge cannot live on an
+   * OVS port: ovs-vswitchd owns the port's ingress qdisc (its ingress policing deletes it from a port
+   * without a policing rate, at attach and at every restart), so the hop's redirect was removed under
+   * it (`Parent Qdisc doesn't exists`, test:vm). A pod with CAP_NET_ADMIN that turns it back on is
+   * open on the kernel datapath (decision 32).
    */
-  readonly podTxChecksumming: boolean;
-  /** The kernel datapath receives after tc ingress; the userspace one's packet sockets before it. */
-  readonly podEgressShaping: boolean;
-  /** The kernel datapath's pods' frames pass the checksum hop (checksum-ifb.ts); undefined on netdev. */
-  readonly #hop: ChecksumHop | undefined;
+  readonly podTxChecksumming = false;
+  /** Neither: an egress rate is shaped on tc ingress, which ovs-vswitchd owns on its ports (above). */
+  readonly podEgressShaping = false;
+  /** No checksum hop on OVS ports (podTxChecksumming, above); kept so that the code path stays one. */
+  readonly #hop: ChecksumHop | undefined = undefined;
   readonly #o: OvsDatapathOptions;
   readonly #openflowTarget: string;
   /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
@@ -154,11 +157,6 @@ export class OvsDatapath implements Datapath {
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
-    this.podTxChecksumming = options.datapathType === 'system';
-    this.podEgressShaping = options.datapathType === 'system';
-    // Not on netdev: its ports are packet sockets, which would see each frame twice (tc ingress
-    // re-injects the IFB's frames into the veth's receive path, packet taps included).
-    this.#hop = options.datapathType === 'system' ? new ChecksumHop(options.nl) : undefined;
     this.#cidrs = podCidrs(options.gateways);
     this.#floods = new FloodSync({
       rows: async () => (await this.#db()).ports(),
