@@ -18,7 +18,6 @@ import type { Prefix } from '../../base/ip.js';
 import type { Rtnetlink } from '../../kernel/netlink/rtnetlink.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
-import type { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
@@ -107,8 +106,6 @@ export class OvsDatapath implements Datapath {
   readonly podTxChecksumming = false;
   /** Neither: an egress rate is shaped on tc ingress, which ovs-vswitchd owns on its ports (above). */
   readonly podEgressShaping = false;
-  /** No checksum hop on OVS ports (podTxChecksumming, above); kept so that the code path stays one. */
-  readonly #hop: ChecksumHop | undefined = undefined;
   readonly #o: OvsDatapathOptions;
   readonly #openflowTarget: string;
   /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
@@ -198,7 +195,6 @@ export class OvsDatapath implements Datapath {
     await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
     const gw = await ensureGatewayPort(vs, o, this.#portTimeoutMs);
     configureGatewayLink(o, gw.mac);
-    this.#hop?.start(o.mtu);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
     const flows = new FlowTable(this.#openflowTarget, { backoffMs: { initial: 50, max: 500 } });
     this.#flows = flows;
@@ -386,9 +382,6 @@ export class OvsDatapath implements Datapath {
       const flows = this.#readyFlows();
       await this.#portOp(() => this.#openPort(flows, port));
     }
-    // Before the veth comes up (and on a re-attach, where an older agent left none): no frame of the
-    // pod meets the guard flows with a checksum still pending (checksum-ifb.ts).
-    this.#hop?.redirect(port.hostIfindex, port.hostIfname);
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
@@ -559,8 +552,6 @@ export class OvsDatapath implements Datapath {
         hostIfname,
       ),
     );
-    const link = this.#o.nl.linkByName(hostIfname);
-    if (link) this.#hop?.check(hostIfname, link.index);
   }
 
   /**
