@@ -35,9 +35,14 @@ before(async () => {
 });
 after(() => node.cleanup());
 
-/** Pings every 20 ms for `seconds`; resolves with ping's summary line. */
+/**
+ * Pings every 20 ms for about `seconds`; resolves with ping's summary line. A count, not a deadline,
+ * ends it: with `-w` alone the reply to the last request sent before the deadline is counted lost when
+ * the machine is busy (seen in CI: 209 sent, 208 received). `-w` stays as a generous bound.
+ */
 function continuousPing(fromNs: string, to: string, seconds: number): Promise<string> {
-  const args = ['netns', 'exec', fromNs, 'ping', '-i', '0.02', '-w', String(seconds), to];
+  const count = String(seconds * 50);
+  const args = ['netns', 'exec', fromNs, 'ping', '-i', '0.02', '-c', count, '-w', String(seconds + 20), to];
   const child = spawn('ip', args, { stdio: ['ignore', 'pipe', 'ignore'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => {
