@@ -482,7 +482,10 @@ async function chainTest(t: TestContext, datapath: 'linux-bridge' | 'ovs'): Prom
         };
         await assert.rejects(chain.add(rt), (err: unknown) => {
           assert.ok(err instanceof PluginError && err.plugin === 'podwire', String(err));
-          assert.match(err.message, /"code":7.*egressRate: the ovs datapath owns its ports' tc ingress.*only ingressRate is possible/);
+          assert.match(
+            err.message,
+            /"code":7.*egressRate: the ovs datapath owns its ports' tc ingress.*only ingressRate is possible/,
+          );
           return true;
         });
         assert.deepEqual(await linkNames(member.ns), linksBefore, 'links after the refused ADD');
