@@ -229,6 +229,22 @@ describe('the policy compiler', () => {
     ]);
     // z's "http" is UDP: the TCP named port does not resolve on it.
     assert.deepEqual(ports('z'), [[{ protocol: 'UDP', first: 53, last: 53 }]]);
+    // With peer pods that have their own "http", still the local pod's.
+    const fromPods = compile(
+      [
+        np('a', 'p', {
+          podSelector: labels({ app: 'x' }),
+          ingress: [rule([podsPeer(labels({ app: 'src' }))], [{ protocol: 'TCP', port: 'http' }])],
+        }),
+      ],
+      [
+        pod('a', 'x', ['10.0.0.2'], { labels: { app: 'x' }, ports: http(8080) }),
+        pod('a', 'src', ['10.0.0.5'], { labels: { app: 'src' }, node: 'n2', ports: http(1) }),
+      ],
+    );
+    assert.deepEqual(one(fromPods, 'x').ingress?.rules[0]?.entries, [
+      { peers: ['10.0.0.5/32'], ports: [{ protocol: 'TCP', first: 8080, last: 8080 }] },
+    ]);
     const only = compile(
       [np('a', 'p', { ingress: [rule(null, [{ protocol: 'TCP', port: 'http' }])] })],
       [pod('a', 'none', ['10.0.0.9'])],
