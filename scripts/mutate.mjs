@@ -974,7 +974,7 @@ const MUTATIONS = [
   },
   {
     id: 'policy-named-port-egress-wrong-pod',
-    what: 'NetworkPolicy egress named ports: every destination resolved against the first candidate pod, not its own ports',
+    what: 'NetworkPolicy egress named ports: every destination resolved against the lowest-addressed pod, not its own ports',
     edits: [
       ['src/policy/compile.js', 'resolveNamed(ports, p.pod)', 'resolveNamed(ports, candidates[0].pod)'],
     ],
@@ -982,12 +982,12 @@ const MUTATIONS = [
   },
   {
     id: 'policy-named-port-ingress-wrong-pod',
-    what: 'NetworkPolicy ingress named ports: resolved against a source pod instead of the local (destination) pod',
+    what: 'NetworkPolicy ingress named ports: resolved against another pod instead of the local (destination) pod',
     edits: [
       [
         'src/policy/compile.js',
-        '...resolveNamed(rule.ports, local),',
-        '...resolveNamed(rule.ports, peers.any ? local : (peers.pods[0]?.pod ?? local)),',
+        'this.#resolve(rule.ports, local)',
+        'this.#resolve(rule.ports, this.#peerPods.find((p) => p.pod !== local)?.pod ?? local)',
       ],
     ],
     tests: POLICY,

@@ -20,16 +20,7 @@
  *   in each direction that some policy of its namespace has.
  */
 import { formatIp, type IpFamily, parseIp } from '../base/ip.js';
-import {
-  type AddressSet,
-  emptySet,
-  ipBlockSet,
-  normalizeRanges,
-  type Range,
-  rangePrefixes,
-  setHas,
-  unionSets,
-} from './ip-block.js';
+import { type AddressSet, ipBlockSet, rangePrefixes, unionSets } from './ip-block.js';
 import { selectorKey, selectorMatches } from './label-selector.js';
 import type {
   AllowEntry,
@@ -57,11 +48,23 @@ type Direction = 'ingress' | 'egress';
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const TYPE: Record<Direction, 'Ingress' | 'Egress'> = { ingress: 'Ingress', egress: 'Egress' };
 
-/** A pod that can be a peer, with its addresses parsed once. */
+/** A pod that can be a peer, with its addresses' ranks in the compiler's address index. */
 interface PeerPod {
   pod: Pod;
   labels: Record<string, string>;
-  addrs: Addr[];
+  ranks: number[];
+}
+
+/**
+ * Every peer pod address, sorted (IPv4 first, then by value); a rank is a position here, so sets of
+ * pod addresses are sorted number arrays and come out sorted without comparing bigints again.
+ */
+interface AddressIndex {
+  family: IpFamily[];
+  value: bigint[];
+  /** `ADDRESS/32` or `ADDRESS/128`. */
+  cidr: string[];
+  owner: PeerPod[];
 }
 
 /** A rule's peers, independent of the local pod. */
@@ -69,12 +72,9 @@ type Peers =
   | { any: true }
   | {
       any: false;
-      set: AddressSet;
       cidrs: string[];
-      /** The peer pods the rule names by selector. */
-      pods: PeerPod[];
-      /** Whether ipBlocks widen the set beyond `pods`. */
-      blocks: boolean;
+      /** Ranks of the pod addresses in the peers: named pods' and those inside the ipBlocks. */
+      ranks: number[];
     };
 
 function compareText(a: string, b: string): number {
@@ -116,44 +116,23 @@ function resolveNamed(ports: readonly PolicyPort[], pod: Pod): PortRange[] {
   return out;
 }
 
-type Addr = { family: IpFamily; value: bigint };
-
-function addressSetOf(addrs: readonly Addr[]): AddressSet {
-  const set = emptySet();
-  const r4: Range[] = [];
-  const r6: Range[] = [];
-  for (const a of addrs) (a.family === 4 ? r4 : r6).push([a.value, a.value]);
-  set[4] = normalizeRanges(r4);
-  set[6] = normalizeRanges(r6);
-  return set;
+function compareAddr(fa: IpFamily, va: bigint, fb: IpFamily, vb: bigint): number {
+  return fa - fb || (va < vb ? -1 : va > vb ? 1 : 0);
 }
 
-/**
- * The CIDRs of ipBlocks (`blocks`, minimal) and of pod addresses (each a /32 or /128 of its own, left
- * out when a block covers it): disjoint, IPv4 first, each family lowest first.
- */
-function peerCidrs(blocks: AddressSet, addrs: readonly Addr[]): string[] {
-  const items: Array<{ family: IpFamily; value: bigint; text: string }> = [];
-  for (const family of [4, 6] as const) {
-    for (const [first, last] of blocks[family]) {
-      for (const p of rangePrefixes(family, first, last))
-        items.push({ family, value: p.network, text: p.text });
-    }
-  }
-  const seen = new Set<string>();
-  for (const a of addrs) {
-    if (setHas(blocks, a.family, a.value)) continue;
-    const text = `${formatIp(a.family, a.value)}/${a.family === 4 ? 32 : 128}`;
-    if (seen.has(text)) continue;
-    seen.add(text);
-    items.push({ family: a.family, value: a.value, text });
-  }
-  items.sort((a, b) => a.family - b.family || (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
-  return items.map((i) => i.text);
+/** Sorted, duplicates removed. */
+function uniqueSorted(ranks: number[]): number[] {
+  ranks.sort((a, b) => a - b);
+  let n = 0;
+  for (let i = 0; i < ranks.length; i++)
+    if (i === 0 || ranks[i] !== ranks[i - 1]) ranks[n++] = ranks[i] as number;
+  ranks.length = n;
+  return ranks;
 }
 
 class Compiler {
   readonly #nsLabels = new Map<string, Record<string, string>>();
+  readonly #index: AddressIndex = { family: [], value: [], cidr: [], owner: [] };
   readonly #peerPods: PeerPod[] = [];
   readonly #peerPodsByNs = new Map<string, PeerPod[]>();
   readonly #policiesByNs = new Map<string, NetworkPolicy[]>();
@@ -161,20 +140,44 @@ class Compiler {
   readonly #podMatches = new Map<string, PeerPod[]>();
   readonly #peers = new Map<string, Peers>();
   readonly #egressRules = new Map<string, CompiledRule>();
+  /** Per list of named ports (by key), each pod's resolution and its key. */
+  readonly #resolved = new Map<string, Map<Pod, { key: string; ranges: PortRange[] }>>();
+  /** Per ingress rule and resolution of its named ports on the local pod: the compiled rule, shared. */
+  readonly #ingressRules = new Map<string, CompiledRule>();
 
   constructor(input: CompileInput) {
     for (const ns of input.namespaces) this.#nsLabels.set(ns.name, ns.labels);
+    const addrs: Array<{ family: IpFamily; value: bigint; text: string; owner: PeerPod }> = [];
     for (const pod of input.pods) {
       if (pod.labels === null || pod.hostNetwork || pod.ips.length === 0) continue;
-      const addrs = pod.ips.flatMap((ip) => {
+      const peer: PeerPod = { pod, labels: pod.labels, ranks: [] };
+      for (const ip of pod.ips) {
         const v = parseIp(ip);
-        return v === undefined ? [] : [v];
-      });
-      const peer: PeerPod = { pod, labels: pod.labels, addrs };
+        if (v === undefined) continue;
+        addrs.push({
+          ...v,
+          text: `${formatIp(v.family, v.value)}/${v.family === 4 ? 32 : 128}`,
+          owner: peer,
+        });
+      }
       this.#peerPods.push(peer);
       const list = this.#peerPodsByNs.get(pod.namespace);
       if (list === undefined) this.#peerPodsByNs.set(pod.namespace, [peer]);
       else list.push(peer);
+    }
+    addrs.sort((a, b) => compareAddr(a.family, a.value, b.family, b.value));
+    for (const a of addrs) {
+      // Two pods with one address (a stale status): the address is one peer, owned by the first.
+      const last = this.#index.value.length - 1;
+      if (last >= 0 && this.#index.family[last] === a.family && this.#index.value[last] === a.value) {
+        a.owner.ranks.push(last);
+        continue;
+      }
+      a.owner.ranks.push(this.#index.value.length);
+      this.#index.family.push(a.family);
+      this.#index.value.push(a.value);
+      this.#index.cidr.push(a.text);
+      this.#index.owner.push(a.owner);
     }
     const sorted = [...input.policies].sort(
       (a, b) => compareText(a.namespace, b.namespace) || compareText(a.name, b.name),
@@ -211,6 +214,23 @@ class Compiler {
     return pods;
   }
 
+  /** The first rank whose address is not below (family, value). */
+  #lowerBound(family: IpFamily, value: bigint): number {
+    let lo = 0;
+    let hi = this.#index.value.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (
+        compareAddr(this.#index.family[mid] as IpFamily, this.#index.value[mid] as bigint, family, value) < 0
+      ) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
   #rulePeers(policy: NetworkPolicy, rule: PolicyRule, id: string): Peers {
     let peers = this.#peers.get(id);
     if (peers !== undefined) return peers;
@@ -218,28 +238,67 @@ class Compiler {
       peers = { any: true };
     } else {
       const sets: AddressSet[] = [];
-      const pods = new Set<PeerPod>();
-      let blocks = false;
+      const podRanks: number[] = [];
       for (const peer of rule.peers) {
         if (peer.kind === 'ipBlock') {
           sets.push(ipBlockSet(peer.ipBlock));
-          blocks = true;
           continue;
         }
         const namespaces =
           peer.namespaceSelector === null
             ? [policy.namespace]
             : this.#namespacesMatching(peer.namespaceSelector);
-        for (const ns of namespaces) for (const p of this.#podsMatching(ns, peer.podSelector)) pods.add(p);
+        for (const ns of namespaces)
+          for (const p of this.#podsMatching(ns, peer.podSelector)) podRanks.push(...p.ranks);
       }
-      const podList = [...pods];
-      const addrs = podList.flatMap((p) => p.addrs);
-      const blockSet = unionSets(sets);
-      const set = unionSets([blockSet, addressSetOf(addrs)]);
-      peers = { any: false, set, cidrs: peerCidrs(blockSet, addrs), pods: podList, blocks };
+      const blocks = unionSets(sets);
+      // Block prefixes and the pod addresses outside every block, merged in address order.
+      const cidrs: string[] = [];
+      const inBlocks: number[] = [];
+      const outside = uniqueSorted(podRanks);
+      let o = 0;
+      for (const family of [4, 6] as const) {
+        for (const [first, last] of blocks[family]) {
+          const lo = this.#lowerBound(family, first);
+          while (o < outside.length && (outside[o] as number) < lo)
+            cidrs.push(this.#index.cidr[outside[o++] as number] as string);
+          for (const p of rangePrefixes(family, first, last)) cidrs.push(p.text);
+          // Pod addresses inside the block: peers for named ports, not listed again.
+          let r = lo;
+          for (; r < this.#index.value.length; r++) {
+            if (this.#index.family[r] !== family || (this.#index.value[r] as bigint) > last) break;
+            inBlocks.push(r);
+          }
+          while (o < outside.length && (outside[o] as number) < r) o++;
+        }
+      }
+      while (o < outside.length) cidrs.push(this.#index.cidr[outside[o++] as number] as string);
+      peers = {
+        any: false,
+        cidrs,
+        ranks: inBlocks.length === 0 ? outside : uniqueSorted([...outside, ...inBlocks]),
+      };
     }
     this.#peers.set(id, peers);
     return peers;
+  }
+
+  /** What the named ports of `ports` mean on `pod`, cached per list of named ports and pod. */
+  #resolve(ports: readonly PolicyPort[], pod: Pod): { key: string; ranges: PortRange[] } {
+    const named = ports.filter((p) => typeof p.port === 'string');
+    const listKey = JSON.stringify(named.map((p) => [p.protocol, p.port]));
+    let byPod = this.#resolved.get(listKey);
+    if (byPod === undefined) {
+      byPod = new Map();
+      this.#resolved.set(listKey, byPod);
+    }
+    let r = byPod.get(pod);
+    if (r === undefined) {
+      const ranges = normalizePorts(resolveNamed(named, pod));
+      r = { key: ranges.length === 0 ? '' : JSON.stringify(ranges), ranges };
+      byPod.set(pod, r);
+    }
+    return r;
   }
 
   /** An egress rule does not depend on the local pod: compiled once for every pod it applies to. */
@@ -265,34 +324,44 @@ class Compiler {
 
   /** Each destination pod's meaning of the rule's named ports, grouped by meaning. */
   #namedEgress(ports: readonly PolicyPort[], peers: Peers): AllowEntry[] {
-    const candidates = peers.any || peers.blocks ? this.#peerPods : peers.pods;
-    const groups = new Map<string, { ports: PortRange[]; addrs: Addr[] }>();
-    for (const p of candidates) {
-      const addrs = peers.any ? p.addrs : p.addrs.filter((a) => setHas(peers.set, a.family, a.value));
-      if (addrs.length === 0) continue;
-      const resolved = normalizePorts(resolveNamed(ports, p.pod));
-      if (resolved.length === 0) continue;
-      const key = JSON.stringify(resolved);
-      const group = groups.get(key);
-      if (group === undefined) groups.set(key, { ports: resolved, addrs: [...addrs] });
-      else group.addrs.push(...addrs);
+    const groups = new Map<string, { ports: PortRange[]; cidrs: string[] }>();
+    const count = peers.any ? this.#index.value.length : peers.ranks.length;
+    for (let i = 0; i < count; i++) {
+      // Ranks ascend, so each group's addresses come out in address order.
+      const rank = peers.any ? i : (peers.ranks[i] as number);
+      const owner = this.#index.owner[rank] as PeerPod;
+      const resolved = this.#resolve(ports, owner.pod);
+      if (resolved.key === '') continue;
+      const group = groups.get(resolved.key);
+      const cidr = this.#index.cidr[rank] as string;
+      if (group === undefined) groups.set(resolved.key, { ports: resolved.ranges, cidrs: [cidr] });
+      else group.cidrs.push(cidr);
     }
     return [...groups]
       .sort(([a], [b]) => compareText(a, b))
-      .map(([, g]) => ({ peers: peerCidrs(emptySet(), g.addrs), ports: g.ports }));
+      .map(([, g]) => ({ peers: g.cidrs, ports: g.ports }));
   }
 
   /** An ingress rule for one local pod: its named ports are the local pod's. */
   #ingressRule(policy: NetworkPolicy, rule: PolicyRule, id: string, local: Pod): CompiledRule {
+    const named = rule.ports !== null && rule.ports.some((p) => typeof p.port === 'string');
+    const resolved =
+      named && rule.ports !== null ? this.#resolve(rule.ports, local) : { key: '', ranges: [] };
+    const cacheKey = `${id}\0${resolved.key}`;
+    let compiled = this.#ingressRules.get(cacheKey);
+    if (compiled !== undefined) return compiled;
     const peers = this.#rulePeers(policy, rule, id);
     const peerList: AllowEntry['peers'] = peers.any ? 'any' : peers.cidrs;
-    if (peerList.length === 0) return { id, entries: [] };
-    if (rule.ports === null) return { id, entries: [{ peers: peerList, ports: 'any' }] };
-    const ports = normalizePorts([
-      ...rule.ports.flatMap((p) => numericRange(p) ?? []),
-      ...resolveNamed(rule.ports, local),
-    ]);
-    return { id, entries: ports.length === 0 ? [] : [{ peers: peerList, ports }] };
+    if (peerList.length === 0) {
+      compiled = { id, entries: [] };
+    } else if (rule.ports === null) {
+      compiled = { id, entries: [{ peers: peerList, ports: 'any' }] };
+    } else {
+      const ports = normalizePorts([...rule.ports.flatMap((p) => numericRange(p) ?? []), ...resolved.ranges]);
+      compiled = { id, entries: ports.length === 0 ? [] : [{ peers: peerList, ports }] };
+    }
+    this.#ingressRules.set(cacheKey, compiled);
+    return compiled;
   }
 
   #direction(pod: Pod, direction: Direction): DirectionPolicy | null {
