@@ -986,8 +986,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/policy/compile.js',
-        'this.#resolve(rule.ports, local)',
-        'this.#resolve(rule.ports, this.#peerPods.find((p) => p.pod !== local)?.pod ?? local)',
+        'this.#resolver(rule.ports)(local)',
+        'this.#resolver(rule.ports)(this.#peerPods.find((p) => p.pod !== local)?.pod ?? local)',
       ],
     ],
     tests: POLICY,

@@ -283,8 +283,11 @@ class Compiler {
     return peers;
   }
 
-  /** What the named ports of `ports` mean on `pod`, cached per list of named ports and pod. */
-  #resolve(ports: readonly PolicyPort[], pod: Pod): { key: string; ranges: PortRange[] } {
+  /**
+   * What the named ports of `ports` mean on a pod: a function of the pod, cached per list of named
+   * ports and pod (rules share lists like `[http]`, and each pod resolves once per list).
+   */
+  #resolver(ports: readonly PolicyPort[]): (pod: Pod) => { key: string; ranges: PortRange[] } {
     const named = ports.filter((p) => typeof p.port === 'string');
     const listKey = JSON.stringify(named.map((p) => [p.protocol, p.port]));
     let byPod = this.#resolved.get(listKey);
@@ -292,13 +295,16 @@ class Compiler {
       byPod = new Map();
       this.#resolved.set(listKey, byPod);
     }
-    let r = byPod.get(pod);
-    if (r === undefined) {
-      const ranges = normalizePorts(resolveNamed(named, pod));
-      r = { key: ranges.length === 0 ? '' : JSON.stringify(ranges), ranges };
-      byPod.set(pod, r);
-    }
-    return r;
+    const cache = byPod;
+    return (pod) => {
+      let r = cache.get(pod);
+      if (r === undefined) {
+        const ranges = normalizePorts(resolveNamed(named, pod));
+        r = { key: ranges.length === 0 ? '' : JSON.stringify(ranges), ranges };
+        cache.set(pod, r);
+      }
+      return r;
+    };
   }
 
   /** An egress rule does not depend on the local pod: compiled once for every pod it applies to. */
@@ -326,11 +332,12 @@ class Compiler {
   #namedEgress(ports: readonly PolicyPort[], peers: Peers): AllowEntry[] {
     const groups = new Map<string, { ports: PortRange[]; cidrs: string[] }>();
     const count = peers.any ? this.#index.value.length : peers.ranks.length;
+    const resolve = this.#resolver(ports);
     for (let i = 0; i < count; i++) {
       // Ranks ascend, so each group's addresses come out in address order.
       const rank = peers.any ? i : (peers.ranks[i] as number);
       const owner = this.#index.owner[rank] as PeerPod;
-      const resolved = this.#resolve(ports, owner.pod);
+      const resolved = resolve(owner.pod);
       if (resolved.key === '') continue;
       const group = groups.get(resolved.key);
       const cidr = this.#index.cidr[rank] as string;
@@ -344,9 +351,9 @@ class Compiler {
 
   /** An ingress rule for one local pod: its named ports are the local pod's. */
   #ingressRule(policy: NetworkPolicy, rule: PolicyRule, id: string, local: Pod): CompiledRule {
-    const named = rule.ports !== null && rule.ports.some((p) => typeof p.port === 'string');
+    const named = rule.ports?.some((p) => typeof p.port === 'string') === true;
     const resolved =
-      named && rule.ports !== null ? this.#resolve(rule.ports, local) : { key: '', ranges: [] };
+      named && rule.ports !== null ? this.#resolver(rule.ports)(local) : { key: '', ranges: [] };
     const cacheKey = `${id}\0${resolved.key}`;
     let compiled = this.#ingressRules.get(cacheKey);
     if (compiled !== undefined) return compiled;

@@ -112,10 +112,7 @@ function portHas(port: PolicyPort, dst: Pod | undefined, proto: Protocol, n: num
   if (port.port === undefined) return true;
   if (typeof port.port === 'number') return n >= port.port && n <= (port.endPort ?? port.port);
   const name = port.port;
-  return (
-    dst !== undefined &&
-    dst.ports.some((c) => c.name === name && c.protocol === proto && c.containerPort === n)
-  );
+  return dst?.ports.some((c) => c.name === name && c.protocol === proto && c.containerPort === n) === true;
 }
 
 function ruleAllows(
