@@ -975,9 +975,7 @@ const MUTATIONS = [
   {
     id: 'policy-named-port-egress-wrong-pod',
     what: 'NetworkPolicy egress named ports: every destination resolved against the lowest-addressed pod, not its own ports',
-    edits: [
-      ['src/policy/compile.js', 'resolveNamed(ports, p.pod)', 'resolveNamed(ports, candidates[0].pod)'],
-    ],
+    edits: [['src/policy/compile.js', 'resolve(owner.pod)', 'resolve(this.#index.owner[0].pod)']],
     tests: POLICY,
   },
   {
