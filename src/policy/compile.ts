@@ -165,9 +165,15 @@ class Compiler {
       if (list === undefined) this.#peerPodsByNs.set(pod.namespace, [peer]);
       else list.push(peer);
     }
-    addrs.sort((a, b) => compareAddr(a.family, a.value, b.family, b.value));
+    addrs.sort(
+      (a, b) =>
+        compareAddr(a.family, a.value, b.family, b.value) ||
+        compareText(a.owner.pod.namespace, b.owner.pod.namespace) ||
+        compareText(a.owner.pod.name, b.owner.pod.name),
+    );
     for (const a of addrs) {
-      // Two pods with one address (a stale status): the address is one peer, owned by the first.
+      // Two pods with one address (a stale status): the address is one peer, owned by the first by
+      // namespace and name, whatever the input order.
       const last = this.#index.value.length - 1;
       if (last >= 0 && this.#index.family[last] === a.family && this.#index.value[last] === a.value) {
         a.owner.ranks.push(last);
