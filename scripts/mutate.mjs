@@ -49,6 +49,13 @@ const POWERCUT = {
   },
 };
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
+/** The policy compiler's tests: case by case, and against the model of the API documentation. */
+const POLICY = [
+  'test/policy/label-selector.test.js',
+  'test/policy/ip-block.test.js',
+  'test/policy/compile.test.js',
+  'test/policy/compile-model.test.js',
+];
 
 /**
  * Each mutation: what it breaks, the literal edits of the compiled files (under dist/), and the tests
@@ -934,6 +941,78 @@ const MUTATIONS = [
     what: "bandwidth capability: only the spec's lower-case keys read (containerd 1.6's IngressRate ignored: nothing shaped)",
     edits: [['src/cni/bandwidth.js', 'k.toLowerCase() === field.toLowerCase()', 'k === field']],
     tests: ['test/cni/bandwidth.test.js'],
+  },
+  {
+    id: 'policy-selector-notin-as-in',
+    what: 'NetworkPolicy selectors: NotIn read as In (a pod without the key or with another value no longer matches)',
+    edits: [
+      [
+        'src/policy/label-selector.js',
+        'return !has || !req.values.includes(labels[req.key]);',
+        'return has && req.values.includes(labels[req.key]);',
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-selector-exists-ignored',
+    what: 'NetworkPolicy selectors: Exists holds for every object',
+    edits: [
+      [
+        'src/policy/label-selector.js',
+        "case 'Exists':\n            return has;",
+        "case 'Exists':\n            return true;",
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-ipblock-except-dropped',
+    what: 'NetworkPolicy ipBlock: the except is not taken out of the cidr',
+    edits: [['src/policy/ip-block.js', 'subtractRanges([prefixRange(cidr)], holes)', '[prefixRange(cidr)]']],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-named-port-egress-wrong-pod',
+    what: 'NetworkPolicy egress named ports: every destination resolved against the lowest-addressed pod, not its own ports',
+    edits: [['src/policy/compile.js', 'resolve(owner.pod)', 'resolve(this.#index.owner[0].pod)']],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-named-port-ingress-wrong-pod',
+    what: 'NetworkPolicy ingress named ports: resolved against another pod instead of the local (destination) pod',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'this.#resolver(rule.ports)(local)',
+        'this.#resolver(rule.ports)(this.#peerPods.find((p) => p.pod !== local)?.pod ?? local)',
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-no-rules-allows-all',
+    what: 'NetworkPolicy: a selecting policy without rules for the direction (`ingress: []`) allows everything',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'for (const policy of selecting) {',
+        "for (const policy of selecting) { if (policy[direction].length === 0) rules.push({ id: 'mutant', entries: [{ peers: 'any', ports: 'any' }] });",
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-fail-closed-removed',
+    what: 'NetworkPolicy: a pod whose Pod object has not arrived (labels null) is not isolated',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'if (policies.length === 0)\n                return null;',
+        'if (true)\n                return null;',
+      ],
+    ],
+    tests: POLICY,
   },
 ];
 
