@@ -935,6 +935,40 @@ const MUTATIONS = [
     edits: [['src/cni/bandwidth.js', 'k.toLowerCase() === field.toLowerCase()', 'k === field']],
     tests: ['test/cni/bandwidth.test.js'],
   },
+  {
+    id: 'policy-nft-no-established',
+    what: 'NetworkPolicy (Linux bridge): no ct established,related accept first (replies to an isolated pod dropped)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/policy-table.js',
+        "ESTABLISHED_ACCEPT = 'ct state established,related accept'",
+        "ESTABLISHED_ACCEPT = 'counter'",
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-no-isolation-drop',
+    what: 'NetworkPolicy (Linux bridge): an isolated pod that no element allows is not dropped',
+    edits: [['src/datapath/linux-bridge/policy-table.js', '@${s.iso} drop`', '@${s.iso} accept`']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-cidr-range-end',
+    what: "NetworkPolicy (Linux bridge): a peer CIDR's range ends one address late (an except's hole passes)",
+    edits: [
+      ['src/datapath/linux-bridge/policy-elements.js', 'hi: p.network + size - 1n', 'hi: p.network + size'],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'nfnetlink-batch-send-buffer',
+    what: 'nf_tables batch: the send buffer is not grown to the batch (a big apply fails with EMSGSIZE)',
+    edits: [
+      ['src/kernel/netlink/nfnetlink-socket.js', 'if (length + 4096 <= this.#sendBuffer)', 'if (true)'],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
 ];
 
 function build() {

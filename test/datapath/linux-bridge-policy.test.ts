@@ -11,6 +11,7 @@ import { NamespaceSet, netnsPath } from '../../bed/namespaces.js';
 import { NftPolicyBackend } from '../../src/datapath/linux-bridge/nft-policy-backend.js';
 import { ALL_POLICY_SETS, POLICY_TABLE } from '../../src/datapath/linux-bridge/policy-table.js';
 import { NfTables } from '../../src/kernel/netlink/nf-tables.js';
+import { NFPROTO_INET } from '../../src/kernel/netlink/uapi/nfnetlink.js';
 import { inNetns, NetnsHandle } from '../../src/kernel/netns.js';
 import { nftIn } from '../../src/kernel/nft.js';
 import type { CompiledRule, DirectionPolicy, PodPolicy } from '../../src/policy/model.js';
@@ -335,14 +336,66 @@ describe('NetworkPolicy on the Linux bridge (nftables)', () => {
     // state[0] after 100: B's elements are gone.
     const bKey = Buffer.from([10, 90, 0, 3]).toString('hex');
     for (const set of ALL_POLICY_SETS) {
-      const elems = nf?.listSetElems(1, POLICY_TABLE, set) ?? [];
+      const elems = nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, set) ?? [];
       assert.ok(
         !elems.some((e) => Buffer.from(e.key).toString('hex').startsWith(bKey)),
         `no element of B in ${set}`,
       );
     }
     await backend.apply([]);
-    for (const set of ALL_POLICY_SETS) assert.deepEqual(nf?.listSetElems(1, POLICY_TABLE, set), [], set);
+    for (const set of ALL_POLICY_SETS)
+      assert.deepEqual(nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, set), [], set);
+  });
+
+  // Depends on NfnetlinkSocket growing its send buffer to the batch (nfnetlink-socket.ts #fitSendBuffer).
+  test("a node's worth of pods in one apply (one batch of several hundred KB), and out again", async () => {
+    const many: PodPolicy[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const ips = { v4: `10.92.${i >> 8}.${i & 0xff}`, v6: `fd00:92::${i.toString(16)}` };
+      const rule = (n: number, peers: string[] | 'any'): CompiledRule => ({
+        id: `ns/p${i}/ingress/${n}`,
+        entries: [
+          {
+            peers,
+            ports: [
+              { protocol: 'TCP', first: 8000 + n, last: 8000 + n },
+              { protocol: 'UDP', first: 53, last: 53 },
+            ],
+          },
+        ],
+      });
+      many.push(
+        pod(`m${i}`, ips, {
+          ingress: dir([rule(0, ['10.0.0.0/8', 'fd00::/8']), rule(1, 'any'), rule(2, ['192.168.0.0/16'])]),
+          egress: dir([rule(0, ['10.96.0.0/12', 'fd00:96::/108'])]),
+        }),
+      );
+    }
+    await backend.apply(many);
+    const sizes = Object.fromEntries(
+      ALL_POLICY_SETS.map((set) => [set, nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, set).length]),
+    );
+    // Per pod, ingress IPv4 TCP, cut into disjoint cells along the peer axis: below 10/8: 8001 (rule 1);
+    // 10/8: 8000 (rule 0) and 8001; up to 192.168/16: 8001; 192.168/16: 8001 and 8002 (rule 2); above:
+    // 8001 (7 cells); UDP 53: rule 1, then 10/8 for rule 0, then rule 1 to the end (3 cells: rule 2's
+    // 192.168/16 is rule 1's already). IPv6 the same without rule 2: 4 + 3.
+    assert.deepEqual(sizes, {
+      in_ports4: 1000 * 10,
+      in_any4: 0,
+      in_iso4: 1000,
+      in_ports6: 1000 * 7,
+      in_any6: 0,
+      in_iso6: 1000,
+      eg_ports4: 2000,
+      eg_any4: 0,
+      eg_iso4: 1000,
+      eg_ports6: 2000,
+      eg_any6: 0,
+      eg_iso6: 1000,
+    });
+    await backend.apply([]);
+    for (const set of ALL_POLICY_SETS)
+      assert.equal(nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, set).length, 0, set);
   });
 
   test('remove() leaves no table; start() again installs it', async () => {

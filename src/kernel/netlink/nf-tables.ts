@@ -36,6 +36,22 @@ export interface SetElems {
   elems: SetElem[];
 }
 
+/**
+ * An attribute's length is 16 bits: a message's element list must stay under 64 KiB, so a big change
+ * of one set is several messages (of the same batch). An element is at most 16 bytes of headers and
+ * twice 8 + its key.
+ */
+const LIST_BYTES = 60_000;
+
+function chunks(elems: readonly SetElem[]): SetElem[][] {
+  if (elems.length === 0) return [];
+  const first = elems[0] as SetElem;
+  const per = Math.max(1, Math.floor(LIST_BYTES / (16 + 2 * (8 + first.key.length))));
+  const out: SetElem[][] = [];
+  for (let i = 0; i < elems.length; i += per) out.push(elems.slice(i, i + per));
+  return out;
+}
+
 export class NfTables implements Disposable {
   readonly #sock: NfnetlinkSocket;
 
@@ -109,9 +125,14 @@ export class NfTables implements Disposable {
     change: { remove: readonly SetElems[]; add: readonly SetElems[] },
   ): void {
     const msgs = (type: number, flags: number, groups: readonly SetElems[]) =>
-      groups
-        .filter((g) => g.elems.length > 0)
-        .map((g) => ({ type, flags, family, attrs: encodeSetElemRanges(table, g.set, g.elems) }));
+      groups.flatMap((g) =>
+        chunks(g.elems).map((elems) => ({
+          type,
+          flags,
+          family,
+          attrs: encodeSetElemRanges(table, g.set, elems),
+        })),
+      );
     this.#sock.batch([
       ...msgs(NFT_MSG_DELSETELEM, 0, change.remove),
       ...msgs(NFT_MSG_NEWSETELEM, NLM_F_CREATE, change.add),
