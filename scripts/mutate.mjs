@@ -969,6 +969,12 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/linux-bridge-policy.test.js'],
   },
+  {
+    id: 'policy-nft-no-resync',
+    what: 'NetworkPolicy (Linux bridge): after a failed batch the kernel is not read again (sets changed behind its back: every apply fails)',
+    edits: [['src/datapath/linux-bridge/nft-policy-backend.js', '            this.#readInstalled();\n', '']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
 ];
 
 function build() {

@@ -398,6 +398,27 @@ describe('NetworkPolicy on the Linux bridge (nftables)', () => {
       assert.equal(nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, set).length, 0, set);
   });
 
+  // Depends on NftPolicyBackend.apply reading the kernel's sets again after a failed batch.
+  test('an element changed behind its back: the next apply reads the kernel again and converges', async () => {
+    await backend.apply([pod('c', C, { ingress: dir([]) }), pod('a', A, { ingress: dir([]) })]);
+    await sh(node, 'nft', 'delete', 'element', 'inet', POLICY_TABLE, 'in_iso4', `{ ${C.v4} }`);
+    await sh(node, 'nft', 'add', 'element', 'inet', POLICY_TABLE, 'in_iso4', `{ ${B.v4} }`);
+    // Removing C's element alone would fail (ENOENT) and abort the whole batch.
+    await backend.apply([pod('a', A, { ingress: dir([]) })]);
+    const iso4 = (nf?.listSetElems(NFPROTO_INET, POLICY_TABLE, 'in_iso4') ?? []).map((e) =>
+      [...e.key].join('.'),
+    );
+    assert.deepEqual(iso4, [A.v4], 'exactly what was applied');
+    assert.deepEqual(
+      await from('c', [
+        ['tcp', B.v4, 7000],
+        ['tcp', A.v4, 7000],
+      ]),
+      [true, false],
+    );
+    await backend.apply([]);
+  });
+
   test('remove() leaves no table; start() again installs it', async () => {
     await backend.apply([pod('c', C, { ingress: dir([]) })]);
     await backend.remove();

@@ -44,6 +44,11 @@ export class NftPolicyBackend implements PolicyBackend {
 
   async start(): Promise<void> {
     await this.#nft.apply(policyTableScript());
+    this.#readInstalled();
+  }
+
+  /** What the kernel's sets hold now. */
+  #readInstalled(): void {
     this.#installed = new Map(
       ALL_POLICY_SETS.map((set) => [
         set,
@@ -63,6 +68,24 @@ export class NftPolicyBackend implements PolicyBackend {
       set.set(id, strip(e));
       owners.get(e.set)?.set(id, e.owner);
     }
+    try {
+      this.#change(wanted);
+    } catch (err) {
+      // The kernel's sets are not what this backend believes (someone else changed them): read them
+      // again and diff once more. A second failure is the caller's; the previous state stays in force.
+      this.#readInstalled();
+      try {
+        this.#change(wanted);
+      } catch (again) {
+        throw new DatapathError(`policy: the nf_tables batch failed: ${String(again)}`, { cause: err });
+      }
+    }
+    this.#installed = wanted;
+    this.#owners = owners;
+  }
+
+  /** Removes what is installed and not wanted, adds what is wanted and not installed: one batch. */
+  #change(wanted: Map<string, Map<string, SetElem>>): void {
     const remove: SetElems[] = [];
     const add: SetElems[] = [];
     for (const set of ALL_POLICY_SETS) {
@@ -72,8 +95,6 @@ export class NftPolicyBackend implements PolicyBackend {
       add.push({ set, elems: [...want].filter(([id]) => !have.has(id)).map(([, e]) => e) });
     }
     this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove, add });
-    this.#installed = wanted;
-    this.#owners = owners;
   }
 
   async counters(): Promise<RuleCounters[]> {
