@@ -11,9 +11,10 @@
  */
 import { DatapathError } from '../../base/errors.js';
 import { addressBits, type IpFamily, ipValueToBytes, parseIp, parsePrefix } from '../../base/ip.js';
+import { concatBytes } from '../../kernel/netlink/codec.js';
 import { concatKey, type SetElem } from '../../kernel/netlink/nft-set-elem.js';
-import type { PodPolicy, Protocol } from '../../policy/model.js';
-import { type PolicyDirection, policySets } from './policy-table.js';
+import type { CompiledRule, PodPolicy, Protocol } from '../../policy/model.js';
+import { policySets } from './policy-table.js';
 
 export const IPPROTO: Record<Protocol, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
@@ -118,38 +119,56 @@ function be16(n: number): Uint8Array {
   return Uint8Array.of(n >> 8, n & 0xff);
 }
 
+/** A cell of one direction and family, without the pod's address: the rest of its key and key end. */
+interface Cell {
+  set: 'ports' | 'any';
+  lo: Uint8Array;
+  hi: Uint8Array;
+  /** Index of the rule it counts for. */
+  owner: number;
+}
+
 /**
  * Every element the table must hold for `pods`, in a stable order. Throws DatapathError, before
- * anything is changed, on an address, CIDR or port the kernel could not hold.
+ * anything is changed, on an address, CIDR or port the kernel could not hold. Pods selected by the
+ * same policies have the same rules: their cells are cut once.
  */
 export function policyElements(pods: readonly PodPolicy[]): PolicyElement[] {
   const out: PolicyElement[] = [];
+  const cache = new Map<string, Cell[]>();
   for (const pod of pods) {
     const podId = `${pod.namespace}/${pod.name}`;
     for (const direction of ['ingress', 'egress'] as const) {
       const dp = pod[direction];
       if (dp === null) continue;
+      const entries = JSON.stringify(dp.rules.map((r) => r.entries));
       for (const ipText of pod.ips) {
         const ip = parseIp(ipText);
         if (!ip)
           throw new DatapathError(`policy: pod ${podId} has an invalid address ${JSON.stringify(ipText)}`);
-        out.push(...directionElements(podId, direction, ip.family, ip.value, dp.rules));
+        const key = `${ip.family} ${entries}`;
+        let cells = cache.get(key);
+        if (!cells) {
+          cells = directionCells(ip.family, dp.rules);
+          cache.set(key, cells);
+        }
+        const sets = policySets(direction, ip.family);
+        const podKey = addr(ip.family, ip.value);
+        for (const c of cells)
+          out.push({
+            set: sets[c.set],
+            key: concatBytes([podKey, c.lo]),
+            keyEnd: concatBytes([podKey, c.hi]),
+            owner: { rule: (dp.rules[c.owner] as CompiledRule).id, pod: podId },
+          });
+        out.push({ set: sets.iso, key: podKey, owner: { rule: `${podId}/${direction}/deny`, pod: podId } });
       }
     }
   }
   return out;
 }
 
-function directionElements(
-  podId: string,
-  direction: PolicyDirection,
-  family: IpFamily,
-  podIp: bigint,
-  rules: NonNullable<PodPolicy['ingress']>['rules'],
-): PolicyElement[] {
-  const sets = policySets(direction, family);
-  const pod = addr(family, podIp);
-  const owners = rules.map((r) => ({ rule: r.id, pod: podId }));
+function directionCells(family: IpFamily, rules: readonly CompiledRule[]): Cell[] {
   const anySpans: Span[] = [];
   const rects = new Map<number, Rect[]>();
   rules.forEach((rule, owner) => {
@@ -179,23 +198,17 @@ function directionElements(
       }
     }
   });
-  const out: PolicyElement[] = [];
+  const out: Cell[] = [];
   for (const s of disjointSpans(anySpans))
-    out.push({
-      set: sets.any,
-      key: concatKey([pod, addr(family, s.lo)]),
-      keyEnd: concatKey([pod, addr(family, s.hi)]),
-      owner: owners[s.owner] as ElementOwner,
-    });
+    out.push({ set: 'any', lo: addr(family, s.lo), hi: addr(family, s.hi), owner: s.owner });
   for (const [proto, list] of [...rects].sort((a, b) => a[0] - b[0]))
     for (const cell of disjointCells(list))
       for (const p of cell.ports)
         out.push({
-          set: sets.ports,
-          key: concatKey([pod, addr(family, cell.peerLo), u8(proto), be16(Number(p.lo))]),
-          keyEnd: concatKey([pod, addr(family, cell.peerHi), u8(proto), be16(Number(p.hi))]),
-          owner: owners[p.owner] as ElementOwner,
+          set: 'ports',
+          lo: concatKey([addr(family, cell.peerLo), u8(proto), be16(Number(p.lo))]),
+          hi: concatKey([addr(family, cell.peerHi), u8(proto), be16(Number(p.hi))]),
+          owner: p.owner,
         });
-  out.push({ set: sets.iso, key: pod, owner: { rule: `${podId}/${direction}/deny`, pod: podId } });
   return out;
 }
