@@ -954,12 +954,10 @@ const MUTATIONS = [
     tests: ['test/datapath/linux-bridge-policy.test.js'],
   },
   {
-    id: 'policy-nft-cidr-range-end',
-    what: "NetworkPolicy (Linux bridge): a peer CIDR's range ends one address late (an except's hole passes)",
-    edits: [
-      ['src/datapath/linux-bridge/policy-elements.js', 'hi: p.network + size - 1n', 'hi: p.network + size'],
-    ],
-    tests: ['test/datapath/linux-bridge-policy.test.js'],
+    id: 'policy-nft-interval-merge',
+    what: "NetworkPolicy (Linux bridge): a rule's peer ranges merged across the gaps between them (an except's hole passes)",
+    edits: [['src/datapath/linux-bridge/policy-elements.js', 'last.hi + 1n === lo', 'last.hi < lo']],
+    tests: ['test/datapath/linux-bridge-policy.test.js', 'test/datapath/policy-elements.test.js'],
   },
   {
     id: 'nfnetlink-batch-send-buffer',
