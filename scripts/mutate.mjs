@@ -1014,6 +1014,44 @@ const MUTATIONS = [
     ],
     tests: POLICY,
   },
+  {
+    id: 'policy-nft-no-established',
+    what: 'NetworkPolicy (Linux bridge): no ct established,related accept first (replies to an isolated pod dropped)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/policy-table.js',
+        "ESTABLISHED_ACCEPT = 'ct state established,related accept'",
+        "ESTABLISHED_ACCEPT = 'counter'",
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-no-isolation-drop',
+    what: 'NetworkPolicy (Linux bridge): an isolated pod that no element allows is not dropped',
+    edits: [['src/datapath/linux-bridge/policy-table.js', '} drop`', '} accept`']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-interval-merge',
+    what: "NetworkPolicy (Linux bridge): a rule's peer ranges merged across the gaps between them (an except's hole passes)",
+    edits: [['src/datapath/linux-bridge/policy-elements.js', 'last.hi + 1n === lo', 'last.hi < lo']],
+    tests: ['test/datapath/linux-bridge-policy.test.js', 'test/datapath/policy-elements.test.js'],
+  },
+  {
+    id: 'nfnetlink-batch-send-buffer',
+    what: 'nf_tables batch: the send buffer is not grown to the batch (a big apply fails with EMSGSIZE)',
+    edits: [
+      ['src/kernel/netlink/nfnetlink-socket.js', 'if (length + 4096 <= this.#sendBuffer)', 'if (true)'],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-no-resync',
+    what: 'NetworkPolicy (Linux bridge): after a failed batch the kernel is not read again (sets changed behind its back: every apply fails)',
+    edits: [['src/datapath/linux-bridge/nft-policy-backend.js', '            this.#readInstalled();\n', '']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
 ];
 
 function build() {

@@ -1,0 +1,159 @@
+/**
+ * Probes for the NetworkPolicy tests: a Python server per namespace that echoes on TCP and UDP ports
+ * (IPv4 and IPv6) and counts the UDP datagrams it hears, and a client that tries a list of
+ * (protocol, address, port) and says which got an answer. Every process runs inside a namespace the
+ * test made, and is killed by `stop`.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { run } from '../../bed/exec.js';
+
+const SERVER = `
+import socket, sys, threading
+counts = {}
+def tcp(family, port):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6: s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind(('::' if family == socket.AF_INET6 else '0.0.0.0', port)); s.listen(64)
+    while True:
+        c, _ = s.accept()
+        try: c.sendall(c.recv(64))
+        except Exception: pass
+        c.close()
+def udp(family, port):
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    if family == socket.AF_INET6: s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind(('::' if family == socket.AF_INET6 else '0.0.0.0', port))
+    while True:
+        d, a = s.recvfrom(256)
+        if d.startswith(b'count'):
+            counts[d] = counts.get(d, 0) + 1
+        elif d.startswith(b'total'):
+            s.sendto(str(counts.get(b'count' + d[5:], 0)).encode(), a)
+        else:
+            s.sendto(d, a)
+for port in map(int, sys.argv[1:]):
+    for fam in (socket.AF_INET, socket.AF_INET6):
+        threading.Thread(target=tcp, args=(fam, port), daemon=True).start()
+        threading.Thread(target=udp, args=(fam, port), daemon=True).start()
+print('ready', flush=True)
+threading.Event().wait()
+`;
+
+const CLIENT = `
+import json, socket, sys
+out = []
+for probe in sys.argv[1:]:
+    proto, ip, port = probe.split(',')
+    fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
+    ok = False
+    try:
+        if proto == 'tcp':
+            s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(1.5)
+            s.connect((ip, int(port))); s.sendall(b'podwire'); ok = s.recv(64) == b'podwire'
+        else:
+            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1.5)
+            s.connect((ip, int(port))); s.send(b'podwire'); ok = s.recv(64) == b'podwire'
+        s.close()
+    except Exception:
+        pass
+    out.append(ok)
+print(json.dumps(out))
+`;
+
+/** Sends `count` datagrams of one flow (one source port), then asks how many arrived. */
+const STREAM = `
+import socket, sys, time
+ip, port, count, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.connect((ip, port))
+for i in range(count):
+    s.send(b'count' + tag.encode()); time.sleep(0.002)
+q = socket.socket(fam, socket.SOCK_DGRAM); q.settimeout(2); q.connect((ip, port))
+time.sleep(0.2); q.send(b'total' + tag.encode()); print(q.recv(64).decode())
+`;
+
+export type Probe = readonly ['tcp' | 'udp', string, number];
+
+export class ProbeServers {
+  readonly #children: ChildProcess[] = [];
+
+  /** Starts an echo server on `ports` (TCP and UDP, both families) in each namespace. */
+  async start(namespaces: readonly string[], ports: readonly number[]): Promise<void> {
+    await Promise.all(
+      namespaces.map(async (ns) => {
+        const child = spawn(
+          'ip',
+          ['netns', 'exec', ns, '/usr/bin/python3', '-c', SERVER, ...ports.map(String)],
+          { stdio: ['ignore', 'pipe', 'ignore'] },
+        );
+        this.#children.push(child);
+        let out = '';
+        child.stdout?.on('data', (d: Buffer) => {
+          out += d.toString();
+        });
+        const deadline = Date.now() + 10_000;
+        while (!out.includes('ready')) {
+          if (child.exitCode !== null || Date.now() > deadline)
+            throw new Error(`probe server in ${ns} did not start`);
+          await sleep(20);
+        }
+      }),
+    );
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.#children.map((c) =>
+        c.exitCode !== null || c.signalCode !== null
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              c.once('exit', () => resolve());
+              c.kill('SIGKILL');
+            }),
+      ),
+    );
+    this.#children.length = 0;
+  }
+}
+
+/** From namespace `ns`, each probe: whether it got its echo back. */
+export async function probeFrom(ns: string, probes: readonly Probe[]): Promise<boolean[]> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    ns,
+    '/usr/bin/python3',
+    '-c',
+    CLIENT,
+    ...probes.map((p) => p.join(',')),
+  ]);
+  if (r.code !== 0) throw new Error(`probe client in ${ns} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout) as boolean[];
+}
+
+/** Starts a one-way UDP stream of `count` datagrams from `ns`; resolves to how many the server heard. */
+export async function udpStream(
+  ns: string,
+  ip: string,
+  port: number,
+  count: number,
+  tag: string,
+): Promise<number> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    ns,
+    '/usr/bin/python3',
+    '-c',
+    STREAM,
+    ip,
+    String(port),
+    String(count),
+    tag,
+  ]);
+  if (r.code !== 0) throw new Error(`UDP stream from ${ns} failed: ${r.stderr}`);
+  return Number(r.stdout.trim());
+}
