@@ -63,10 +63,6 @@ export const TABLE = {
   IP_SPOOF_GUARD: 40,
   CT_LOOKUP: 45,
   GATEWAY_CT: 46,
-  /** NetworkPolicy (policy-flows.ts, decision 46): empty, and never reached, until a policy backend starts. */
-  EGRESS_RULES: 47,
-  INGRESS_RULES: 48,
-  POLICY_COMMIT: 49,
   L2_FORWARDING: 50,
 } as const;
 

@@ -26,6 +26,19 @@ import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../po
 import { CT_MARK_FROM_GATEWAY, CT_ZONE, cookieText, TABLE } from './pipeline.js';
 import { portMasks, portMatch } from './policy-port-mask.js';
 
+/**
+ * The policy's tables (decision 46), between the pipeline's GATEWAY_CT and L2_FORWARDING; not in the
+ * pipeline's TABLE: the pipeline installs nothing there, and they are reached only while a policy
+ * backend's flows are installed.
+ */
+export const POLICY_TABLE = {
+  GATEWAY_CT: TABLE.GATEWAY_CT,
+  EGRESS_RULES: 47,
+  INGRESS_RULES: 48,
+  POLICY_COMMIT: 49,
+  L2_FORWARDING: TABLE.L2_FORWARDING,
+} as const;
+
 /** The high byte of every policy flow's cookie; the next byte says what the flow counts. */
 export const POLICY_COOKIE = 0x05n << 56n;
 export const POLICY_COOKIE_MASK = 0xffn << 56n;
@@ -156,7 +169,7 @@ class FlowSet {
 /** The fixed flows: the way into the policy tables, their defaults, the node's pass, the commit. */
 export function policyBaseFlows(node: PolicyNode): string[] {
   const c = POLICY_COOKIE;
-  const T = TABLE;
+  const T = POLICY_TABLE;
   const mark = `0x${CT_MARK_FROM_GATEWAY.toString(16)}`;
   const out = [
     // ND is not tracked (it would be -est-rel): it keeps the way it had, to forwarding.
@@ -225,7 +238,7 @@ function podDirection(
   dir: Direction,
   d: DirectionPolicy,
 ): void {
-  const T = TABLE;
+  const T = POLICY_TABLE;
   const table = dir === 'egress' ? T.EGRESS_RULES : T.INGRESS_RULES;
   const next = dir === 'egress' ? T.INGRESS_RULES : T.POLICY_COMMIT;
   const own = dir === 'egress' ? 'src' : 'dst';
