@@ -116,16 +116,22 @@ const PROTO: Record<PortRange['protocol'], [string, string]> = {
   SCTP: ['sctp', 'sctp6'],
 };
 
-/** The port clause's matches of one range, for each family. */
-function portMatches(r: PortRange): string[] {
+/** The port clause's matches of one range, for each family the pod has. */
+function portMatches(r: PortRange, families: Families): string[] {
   const out: string[] = [];
-  for (const proto of PROTO[r.protocol]) {
+  const [v4, v6] = PROTO[r.protocol];
+  for (const proto of [...(families.v4 ? [v4] : []), ...(families.v6 ? [v6] : [])]) {
     for (const m of portMasks(r.first, r.last)) {
       const port = portMatch(m);
       out.push(port === '' ? proto : `${proto},${port}`);
     }
   }
   return out;
+}
+
+interface Families {
+  v4: boolean;
+  v6: boolean;
 }
 
 /** Priorities inside tables 47 and 48. */
@@ -253,8 +259,10 @@ function podDirection(
       const key = `${pod}|${dir}|${rule.id}|${i}`;
       const peers = entry.peers === 'any' ? null : entry.peers;
       const ports = entry.ports === 'any' ? null : entry.ports;
-      // An empty list allows nothing: no flow at all.
-      if ((peers && peers.length === 0) || (ports && ports.length === 0)) return;
+      // A peer of a family the pod has not can never meet it; an empty list allows nothing: no flow.
+      const families = { v4: ips.some((ip) => !isV6(ip)), v6: ips.some(isV6) };
+      const reachable = peers?.filter((cidr) => (isV6(cidr) ? families.v6 : families.v4)) ?? null;
+      if ((reachable && reachable.length === 0) || (ports && ports.length === 0)) return;
       used.add(key);
       const id = ids.id(key);
       const cookie = POLICY_COOKIE | KIND_RULE | BigInt(id);
@@ -267,17 +275,12 @@ function podDirection(
       set.add(cookie, table, PRIO.CONJ_ID, `conj_id=${id}`, goto(next));
       for (const ip of ips) set.clause(table, addressMatch(ip, own), id, 1, n);
       let k = 2;
-      if (peers) {
-        for (const cidr of peers) set.clause(table, addressMatch(cidr, peer), id, k, n);
+      if (reachable) {
+        for (const cidr of reachable) set.clause(table, addressMatch(cidr, peer), id, k, n);
         k++;
       }
-      if (ports) for (const r of ports) for (const m of portMatches(r)) set.clause(table, m, id, k, n);
+      if (ports)
+        for (const r of ports) for (const m of portMatches(r, families)) set.clause(table, m, id, k, n);
     });
   }
-}
-
-/** Decodes a counting cookie's kind: whether `cookie` is a policy rule's or deny flow's. */
-export function isCountingCookie(cookie: bigint): boolean {
-  const kind = cookie & (0xffn << 48n) & ~POLICY_COOKIE_MASK;
-  return (cookie & POLICY_COOKIE_MASK) === POLICY_COOKIE && (kind === KIND_RULE || kind === KIND_DENY);
 }

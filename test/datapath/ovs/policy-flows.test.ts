@@ -47,7 +47,7 @@ test("an unchanged rule keeps its flows when another rule changes; a gone rule's
     assert.ok(id !== undefined);
     return flows.filter((f) => f.includes(`conj_id=${id} `) || f.includes(`conjunction(${id},`));
   };
-  assert.equal(webFlows(first).length, 5, webFlows(first).join('\n'));
+  assert.equal(webFlows(first).length, 4, webFlows(first).join('\n'));
   assert.deepEqual(webFlows(second), webFlows(first));
   const third = policyFlows(NODE, [pod('a', '10.244.1.2', [other(83)])], ids).flows;
   assert.ok(!third.some((f) => f.includes('10.0.0.0/8')));
