@@ -1052,6 +1052,37 @@ const MUTATIONS = [
     edits: [['src/datapath/linux-bridge/nft-policy-backend.js', '            this.#readInstalled();\n', '']],
     tests: ['test/datapath/linux-bridge-policy.test.js'],
   },
+  {
+    id: 'ovs-policy-no-est-pass',
+    what: 'OVS NetworkPolicy: packets of known connections (+est, replies) are judged by the rules again instead of passing (an isolated client gets no replies)',
+    edits: [['src/datapath/ovs/policy-flows.js', 'ct_state=-est-rel+trk,', 'ct_state=-rel+trk,']],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-no-isolated-drop',
+    what: "OVS NetworkPolicy: an isolated pod's drop flow passes instead (isolation without effect)",
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        "addressMatch(ip, own), 'drop')",
+        'addressMatch(ip, own), goto(next))',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-no-port-clause',
+    what: "OVS NetworkPolicy: the conjunction's port dimension dropped (a rule allows every port of its peers)",
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        'const n = 1 + (peers ? 1 : 0) + (ports ? 1 : 0);',
+        'const n = 1 + (peers ? 1 : 0);',
+      ],
+      ['src/datapath/ovs/policy-flows.js', 'if (ports)', 'if (false)'],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
 ];
 
 function build() {
