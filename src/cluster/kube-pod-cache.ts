@@ -59,6 +59,7 @@ export class PodCache {
   /** Local attachments by pod key (`namespace/name`). */
   readonly #local = new Map<string, Set<LocalAttachment>>();
   readonly #subscribers = new Set<(e: PodCacheEvent) => void>();
+  #changes = 0;
 
   constructor(o: PodCacheOptions) {
     this.#o = o;
@@ -212,7 +213,13 @@ export class PodCache {
     this.#emit({ kind: 'pod', key: e.key, pod: this.#view(e.key) });
   }
 
+  /** Changes emitted so far (a resync that finds nothing changed emits none). */
+  get changes(): number {
+    return this.#changes;
+  }
+
   #emit(e: PodCacheEvent): void {
+    this.#changes++;
     for (const fn of [...this.#subscribers]) {
       try {
         fn(e);

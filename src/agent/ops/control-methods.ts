@@ -144,6 +144,7 @@ function podCache(ctx: AgentContext) {
     health: cache.health(),
     resourceVersions: cache.resourceVersions(),
     invalidObjects: cache.invalidObjects,
+    changes: cache.changes,
     stats: cache.stats(),
     pods: cache.pods().sort(byKey),
     localPods: cache.localPods().sort(byKey),
