@@ -143,6 +143,15 @@ export class PodCache {
     return [...keys].map((k) => this.#view(k)).filter((p): p is Pod => p !== undefined);
   }
 
+  /**
+   * Every pod as the watch has it, without this node's attachments merged in (each `labels` set, its
+   * `ips` the object's `status.podIPs`): for a reader that keeps its own local attachments, as the
+   * policy controller's `PolicySource.pods` does.
+   */
+  watchedPods(): Pod[] {
+    return this.#pods.list().map((c) => c.pod);
+  }
+
   /** A namespace's labels; undefined when the watch does not know the namespace. */
   namespaceLabels(name: string): Record<string, string> | undefined {
     return this.#namespaces.get(name)?.labels;

@@ -170,6 +170,11 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
       const filled = cache.localPod('alpha', 'early');
       assert.deepEqual(filled?.labels, { app: 'early' });
       assert.deepEqual(filled?.ips, ['10.1.0.9'], "a local pod's addresses are its IPAM's");
+      assert.equal(
+        cache.watchedPods().find((p) => p.name === 'early')?.labels?.app,
+        'early',
+        'watchedPods: the object as the watch has it',
+      );
       assert.deepEqual(filled?.ports, [{ containerPort: 80, protocol: 'TCP' }]);
       assert.deepEqual(events.at(-1), { kind: 'pod', key: 'alpha/early', pod: filled });
       // a namesake of another UID (the runtime named its own) is not taken for this pod
@@ -185,6 +190,11 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
       cache.detach('sandbox-2', 'eth0');
       cache.detach('sandbox-1', 'eth0');
       assert.equal(cache.localPod('alpha', 'early'), undefined, 'DEL: no longer local');
+      assert.deepEqual(
+        cache.watchedPods().find((p) => p.name === 'early')?.ips,
+        [],
+        'the watch alone: the object has no status.podIPs',
+      );
       assert.deepEqual(cache.pod('alpha', 'early')?.labels, { app: 'early' }, 'the watch still has it');
       await server.kubectlOk(['delete', '-n', 'alpha', 'pod', 'early', '--grace-period=0', '--force']);
       await until(() => cache.pod('alpha', 'early') === undefined, 'deleted');
