@@ -66,6 +66,7 @@ export class TestCluster {
     }
     if (this.options.store === 'kubernetes') {
       this.kube = await KubeApiServer.start({ netns: this.underlay.ns, host: this.underlay.hostIp });
+      await this.kube.grantAgentReads('system:nodes');
     }
     const created: ClusterMember[] = [];
     for (let i = 0; i < this.options.nodes; i++) created.push(await this.#create());

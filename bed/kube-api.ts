@@ -364,6 +364,31 @@ export class KubeApiServer {
     }
   }
 
+  /**
+   * What an agent on store kubernetes reads beyond what the Node authorizer grants a node (the
+   * Namespaces; decision 47): get, list and watch of Nodes, Pods and Namespaces, bound to `group`
+   * (the bed's agents use node certificates, group `system:nodes`).
+   */
+  async grantAgentReads(group: string): Promise<void> {
+    await this.apply(
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: 'podwire-agent-reads' },
+        rules: [
+          { apiGroups: [''], resources: ['nodes', 'pods', 'namespaces'], verbs: ['get', 'list', 'watch'] },
+        ],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: 'podwire-agent-reads' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'podwire-agent-reads' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+      },
+    );
+  }
+
   /** The CA certificate's text. */
   caText(): string {
     return readFileSync(this.pki.ca, 'utf8');

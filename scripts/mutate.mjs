@@ -1083,6 +1083,60 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/ovs/policy.test.js'],
   },
+  {
+    id: 'kube-add-waits-for-pod-object',
+    what: 'store kubernetes: ADD waits (up to 20 s, then fails) for the Pod object to reach the pod cache instead of wiring the pod at once',
+    edits: [
+      [
+        'src/agent/cni/cmd-add.js',
+        'podAttached(ctx, att, allocations.map((a) => a.ip));',
+        "for (let i = 0; ctx.pods && att.pod && ctx.pods.pod(...att.pod.split('/')) === undefined; i++) { if (i > 100) throw new Error('no Pod object yet'); await new Promise((r) => setTimeout(r, 200)); } podAttached(ctx, att, allocations.map((a) => a.ip));",
+      ],
+    ],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
+  {
+    id: 'kube-remembered-cidrs-unread',
+    what: 'store kubernetes: the pod CIDRs remembered in node-lease.json are not read when the API server does not answer at start',
+    edits: [
+      [
+        'src/agent/startup/cluster-node.js',
+        'const cached = readCache(o.stateDir, o.nodeName);',
+        "const cached = o.store.description.startsWith('kubernetes') ? undefined : readCache(o.stateDir, o.nodeName);",
+      ],
+    ],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
+  {
+    id: 'kube-pod-decoder-accepts-bad-ip',
+    what: 'pod cache: the Pod decoder accepts a status.podIPs entry that is not an address',
+    edits: [
+      [
+        'src/cluster/kube-pod.js',
+        "const ip = typeof text === 'string' ? normalizeIp(text) : undefined;",
+        "const ip = typeof text === 'string' ? (normalizeIp(text) ?? text) : undefined;",
+      ],
+    ],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
+  {
+    id: 'kube-local-pod-never-filled',
+    what: 'pod cache: a local pod ADDed before its Pod object keeps labels null when the object arrives',
+    edits: [
+      [
+        'src/cluster/kube-pod-cache.js',
+        'if (cached && (uids.length === 0 || uids.includes(cached.uid)))',
+        'if (false)',
+      ],
+    ],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
+  {
+    id: 'kube-relist-touches-unchanged',
+    what: 'Kubernetes relist: every object is emitted as modified, changed or not (a resync after an outage touches every pod)',
+    edits: [['src/kube/reflector.js', 'else if (old.resourceVersion !== entry.resourceVersion) {', 'else {']],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
 ];
 
 function build() {

@@ -18,6 +18,7 @@ import { NetnsHandle } from '../kernel/netns.js';
 import { nftIn } from '../kernel/nft.js';
 import { CniDispatcher } from './cni/cni-dispatch.js';
 import { CniServer } from './cni/cni-server.js';
+import { syncLocalPods } from './cni/local-pods.js';
 import { PodIpam } from './cni/pod-ipam.js';
 import { reconcile } from './cni/reconcile.js';
 import { Scheduler } from './cni/scheduler.js';
@@ -137,8 +138,11 @@ export class Agent {
         log,
         cluster: cluster.node,
         egress,
+        pods: clusterOpen.cluster?.store.podCache,
       };
       await reconcile(ctx);
+      // This node's pods in the pod cache from their claims, before any CNI call (decision 47).
+      await syncLocalPods(ctx);
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());
       const scheduler = new Scheduler(config.maxParallel, release);

@@ -25,6 +25,7 @@ import { KubeApiError } from '../kube/kube-error.js';
 import { type KubeLog, type ObjectMeta, Reflector } from '../kube/reflector.js';
 import { pause } from './backoff.js';
 import { EventQueue } from './event-queue.js';
+import { PodCache } from './kube-pod-cache.js';
 import { byName, diffNodes, parseNodeRecord } from './node-record.js';
 import {
   type ClusterStore,
@@ -128,6 +129,8 @@ export class KubeStore implements ClusterStore {
   readonly #client: KubeClient;
   readonly #nodes: Reflector<NodeRecord>;
   readonly #closed = new AbortController();
+  /** Pods and namespaces (kube-pod-cache.ts), on the same connection as the Nodes. */
+  readonly podCache: PodCache;
 
   private constructor(o: KubeStoreOptions) {
     this.#o = o;
@@ -142,12 +145,18 @@ export class KubeStore implements ClusterStore {
       decode: nodeFromObject,
       log: o.log ?? (() => undefined),
     });
+    this.podCache = new PodCache({
+      client: this.#client,
+      nodeName: o.nodeName,
+      log: o.log ?? (() => undefined),
+    });
   }
 
-  /** Starts the Node reflector; an unreachable API server only shows in health(). */
+  /** Starts the Node, Pod and Namespace reflectors; an unreachable API server only shows in health(). */
   static open(o: KubeStoreOptions): KubeStore {
     const store = new KubeStore(o);
     store.#nodes.start();
+    store.podCache.start();
     return store;
   }
 
@@ -160,8 +169,10 @@ export class KubeStore implements ClusterStore {
     throwIfAborted(this.#closed.signal, `${this.description}: closed`);
     if (this.#nodes.synced) return;
     const signal = opts.signal;
+    // Not through an outage: the first failed list says there is no answer (the remembered pod CIDRs
+    // stand in at start, cluster-node.ts), as an unreachable etcd does.
     await Promise.race([
-      this.#nodes.waitSynced(),
+      this.#nodes.waitAttempted(),
       new Promise<void>((resolve) => {
         if (signal?.aborted) resolve();
         signal?.addEventListener('abort', () => resolve(), { once: true });
@@ -328,13 +339,17 @@ export class KubeStore implements ClusterStore {
     }
   }
 
+  /** Unhealthy when any of the watches (Nodes, Pods, Namespaces) is, the first one named. */
   health(): StoreHealth {
-    return this.#nodes.health();
+    const nodes = this.#nodes.health();
+    if (!nodes.ok) return { ...nodes, error: `nodes: ${nodes.error ?? 'unknown'}` };
+    const pods = this.podCache.health();
+    return pods.ok ? nodes : pods;
   }
 
   async close(): Promise<void> {
     this.#closed.abort();
-    await this.#nodes.stop();
+    await Promise.all([this.#nodes.stop(), this.podCache.stop()]);
     this.#client.close();
   }
 }

@@ -30,6 +30,7 @@ import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
 import { attachmentKey, HOST_VETH_GROUP, hostVethAlias, hostVethName } from './host-veth.js';
 import { hostVethTakesNothing } from './host-veth-sysctls.js';
+import { podAttached } from './local-pods.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podRoutes, type RouteConf } from './pod-routes.js';
 import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
@@ -40,6 +41,8 @@ const EEXIST = 17;
 /** The attachment ADD works on, with the pod it is for when the runtime said ("namespace/name"). */
 export interface AddTarget extends Attachment {
   pod: string | undefined;
+  /** CNI_ARGS K8S_POD_UID, when the runtime sent it (the pod cache tells a re-created namesake by it). */
+  podUid?: string | undefined;
   /** The IP pool the pod draws from; undefined: the node's pod CIDRs. */
   pool?: PoolRequest | undefined;
   /** The CNI network name (the configuration's `name`): recorded with the claims and on the host veth. */
@@ -163,6 +166,12 @@ export async function cmdAdd(
 
     t.mark('announce');
     undo.commit();
+    // The pod in the pod cache's view now, whatever the API server has delivered (decision 47).
+    podAttached(
+      ctx,
+      att,
+      allocations.map((a) => a.ip),
+    );
     log.info('attachment added', { hostVeth: hostName, ips: allocations.map((a) => a.ip), steps: t.steps });
     return buildResult(
       hostName,

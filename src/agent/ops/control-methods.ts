@@ -3,6 +3,7 @@
 import { podMac } from '../../base/pod-mac.js';
 import { attachmentKey } from '../../ipam/store.js';
 import { hostVethName } from '../cni/host-veth.js';
+import { syncLocalPods } from '../cni/local-pods.js';
 import { reconcile } from '../cni/reconcile.js';
 import type { Scheduler } from '../cni/scheduler.js';
 import type { AgentContext } from '../context.js';
@@ -35,9 +36,16 @@ export function controlMethods(
     ['ipam', () => ipamUsage(ctx)],
     [
       'gc',
-      async () =>
-        reconcile(ctx, { serial: (key, fn) => scheduler.run(key, fn), busy: () => scheduler.activeKeys() }),
+      async () => {
+        const report = await reconcile(ctx, {
+          serial: (key, fn) => scheduler.run(key, fn),
+          busy: () => scheduler.activeKeys(),
+        });
+        await syncLocalPods(ctx);
+        return report;
+      },
     ],
+    ['podCache', async () => podCache(ctx)],
     ['identities', async () => nodeIdentities(ctx)],
   ]);
 }
@@ -122,4 +130,24 @@ async function ipamUsage(ctx: AgentContext): Promise<IpamRow[]> {
       .filter((c) => c.rangeId === r.rangeId)
       .map((c) => ({ ip: c.ip, file: c.where, reason: c.reason })),
   }));
+}
+
+/** The pod cache (store kubernetes): what the NetworkPolicy code will read, for tests and operators. */
+function podCache(ctx: AgentContext) {
+  const cache = ctx.pods;
+  if (!cache) return { enabled: false };
+  const byKey = (a: { namespace: string; name: string }, b: { namespace: string; name: string }) =>
+    `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`);
+  return {
+    enabled: true,
+    synced: cache.synced,
+    health: cache.health(),
+    resourceVersions: cache.resourceVersions(),
+    invalidObjects: cache.invalidObjects,
+    changes: cache.changes,
+    stats: cache.stats(),
+    pods: cache.pods().sort(byKey),
+    localPods: cache.localPods().sort(byKey),
+    namespaces: cache.namespaces().sort((a, b) => a.name.localeCompare(b.name)),
+  };
 }
