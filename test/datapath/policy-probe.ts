@@ -54,8 +54,16 @@ for probe in sys.argv[1:]:
             s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(1.5)
             s.connect((ip, int(port))); s.sendall(b'podwire'); ok = s.recv(64) == b'podwire'
         else:
-            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1.5)
-            s.connect((ip, int(port))); s.send(b'podwire'); ok = s.recv(64) == b'podwire'
+            # Five tries, as a UDP client would: the first datagrams to a neighbour still being
+            # resolved are lost (IPv6, routed, right after the links came up: DAD still running).
+            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(0.6); s.connect((ip, int(port)))
+            for _ in range(5):
+                s.send(b'podwire')
+                try:
+                    ok = s.recv(64) == b'podwire'
+                    break
+                except socket.timeout:
+                    pass
         s.close()
     except Exception:
         pass
