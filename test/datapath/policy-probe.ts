@@ -4,9 +4,8 @@
  * (protocol, address, port) and says which got an answer. Every process runs inside a namespace the
  * test made, and is killed by `stop`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../../bed/exec.js';
+import { TcpServers } from '../../bed/traffic.js';
 
 const SERVER = `
 import socket, sys, threading
@@ -86,44 +85,17 @@ time.sleep(0.2); q.send(b'total' + tag.encode()); print(q.recv(64).decode())
 export type Probe = readonly ['tcp' | 'udp', string, number];
 
 export class ProbeServers {
-  readonly #children: ChildProcess[] = [];
+  #servers: TcpServers | undefined;
 
   /** Starts an echo server on `ports` (TCP and UDP, both families) in each namespace. */
   async start(namespaces: readonly string[], ports: readonly number[]): Promise<void> {
-    await Promise.all(
-      namespaces.map(async (ns) => {
-        const child = spawn(
-          'ip',
-          ['netns', 'exec', ns, '/usr/bin/python3', '-c', SERVER, ...ports.map(String)],
-          { stdio: ['ignore', 'pipe', 'ignore'] },
-        );
-        this.#children.push(child);
-        let out = '';
-        child.stdout?.on('data', (d: Buffer) => {
-          out += d.toString();
-        });
-        const deadline = Date.now() + 10_000;
-        while (!out.includes('ready')) {
-          if (child.exitCode !== null || Date.now() > deadline)
-            throw new Error(`probe server in ${ns} did not start`);
-          await sleep(20);
-        }
-      }),
-    );
+    this.#servers = new TcpServers(SERVER, ports.map(String));
+    await this.#servers.start(namespaces);
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.#children.map((c) =>
-        c.exitCode !== null || c.signalCode !== null
-          ? Promise.resolve()
-          : new Promise<void>((resolve) => {
-              c.once('exit', () => resolve());
-              c.kill('SIGKILL');
-            }),
-      ),
-    );
-    this.#children.length = 0;
+    await this.#servers?.stop();
+    this.#servers = undefined;
   }
 }
 
