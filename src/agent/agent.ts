@@ -36,6 +36,7 @@ import { MetricsServer } from './ops/metrics-server.js';
 import { openCluster, startMembership } from './startup/cluster-start.js';
 import { startEgress } from './startup/egress-start.js';
 import { startNodeSide } from './startup/node-side.js';
+import { startPolicy } from './startup/policy-start.js';
 import { startPools } from './startup/pool-start.js';
 import { UndoStack } from './undo-stack.js';
 
@@ -143,6 +144,14 @@ export class Agent {
       await reconcile(ctx);
       // This node's pods in the pod cache from their claims, before any CNI call (decision 47).
       await syncLocalPods(ctx);
+      // NetworkPolicy in force before any CNI call (decision 49).
+      ctx.policy = await startPolicy(
+        clusterOpen.cluster?.store,
+        datapath,
+        { node: config.cluster?.nodeName ?? '', stateDir: config.stateDir },
+        log,
+        undo,
+      );
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());
       const scheduler = new Scheduler(config.maxParallel, release);

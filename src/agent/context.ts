@@ -7,6 +7,7 @@ import type { NetnsHandle } from '../kernel/netns.js';
 import type { PodIpam } from './cni/pod-ipam.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
+import type { PolicyController } from './policy/policy-controller.js';
 import type { ClusterNode } from './startup/cluster-node.js';
 import type { EgressControl } from './startup/egress-start.js';
 
@@ -32,4 +33,9 @@ export interface AgentContext {
    * only with `cluster.store: kubernetes`. ADD and DEL tell it synchronously and never wait for it.
    */
   pods?: PodCache | undefined;
+  /**
+   * NetworkPolicy (decision 49); only with `cluster.store: kubernetes` and a datapath with a policy
+   * backend. ADD waits for `settled()` before the pod's port forwards.
+   */
+  policy?: PolicyController | undefined;
 }

@@ -26,6 +26,7 @@ import { type KubeLog, type ObjectMeta, Reflector } from '../kube/reflector.js';
 import { pause } from './backoff.js';
 import { EventQueue } from './event-queue.js';
 import { PodCache } from './kube-pod-cache.js';
+import { PolicyCache } from './kube-policy-cache.js';
 import { byName, diffNodes, parseNodeRecord } from './node-record.js';
 import {
   type ClusterStore,
@@ -131,6 +132,8 @@ export class KubeStore implements ClusterStore {
   readonly #closed = new AbortController();
   /** Pods and namespaces (kube-pod-cache.ts), on the same connection as the Nodes. */
   readonly podCache: PodCache;
+  /** NetworkPolicies (kube-policy-cache.ts), on the same connection. */
+  readonly policyCache: PolicyCache;
 
   private constructor(o: KubeStoreOptions) {
     this.#o = o;
@@ -150,6 +153,7 @@ export class KubeStore implements ClusterStore {
       nodeName: o.nodeName,
       log: o.log ?? (() => undefined),
     });
+    this.policyCache = new PolicyCache({ client: this.#client, log: o.log ?? (() => undefined) });
   }
 
   /** Starts the Node, Pod and Namespace reflectors; an unreachable API server only shows in health(). */
@@ -157,6 +161,7 @@ export class KubeStore implements ClusterStore {
     const store = new KubeStore(o);
     store.#nodes.start();
     store.podCache.start();
+    store.policyCache.start();
     return store;
   }
 
@@ -349,7 +354,7 @@ export class KubeStore implements ClusterStore {
 
   async close(): Promise<void> {
     this.#closed.abort();
-    await Promise.all([this.#nodes.stop(), this.podCache.stop()]);
+    await Promise.all([this.#nodes.stop(), this.podCache.stop(), this.policyCache.stop()]);
     this.#client.close();
   }
 }

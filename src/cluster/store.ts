@@ -17,6 +17,7 @@
  */
 import { type PodwireError, StoreError } from '../base/errors.js';
 import type { PodCache } from './kube-pod-cache.js';
+import type { PolicyCache } from './kube-policy-cache.js';
 import type { PoolStore } from './pool-store.js';
 
 /** One node of the cluster. Optional fields may be added; readers ignore fields they do not know. */
@@ -129,6 +130,8 @@ export interface ClusterStore {
 
   /** Pods and namespaces of the cluster (store kubernetes only), for NetworkPolicy. */
   readonly podCache?: PodCache;
+  /** NetworkPolicies of the cluster (store kubernetes only); its health is not the store's. */
+  readonly policyCache?: PolicyCache;
 
   /** Records the store holds that are not valid (skipped, each version counted once); where the store counts them. */
   readonly invalidRecords?: number;

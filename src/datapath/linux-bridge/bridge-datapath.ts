@@ -16,8 +16,10 @@ import type { SysctlWriter } from '../../kernel/sysctl.js';
 import { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import type { PolicyBackend } from '../policy-backend.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
+import { NftPolicyBackend } from './nft-policy-backend.js';
 import { PodForwarding } from './pod-forwarding.js';
 import { PodGuards } from './pod-guards.js';
 
@@ -69,6 +71,8 @@ export class BridgeDatapath implements Datapath {
   #pods: PodGuards | undefined;
   /** The nf_tables socket start() opened itself, closed by stop(). */
   #ownNf: NfTables | undefined;
+  /** NetworkPolicy's backend and its own nf_tables socket, once asked for (policyBackend()). */
+  #policy: { backend: NftPolicyBackend; nf: NfTables } | undefined;
   /** The pod ports' static forwarding entries and no unknown-unicast flooding (pod-forwarding.ts). */
   readonly #forwarding: PodForwarding;
   /** Pods' frames pass an IFB that completes their pending checksums before the guards (checksum-ifb.ts). */
@@ -316,7 +320,21 @@ export class BridgeDatapath implements Datapath {
     return this.#o.podGuards === false ? 'off' : 'on';
   }
 
+  /**
+   * NetworkPolicy on this node (nft-policy-backend.ts: its own inet table, judged in forward through
+   * br_netfilter), on an nf_tables socket of its own; made once.
+   */
+  policyBackend(): PolicyBackend {
+    if (!this.#policy) {
+      const nf = NfTables.open();
+      this.#policy = { backend: new NftPolicyBackend(this.#o.nft, nf), nf };
+    }
+    return this.#policy.backend;
+  }
+
   async stop(): Promise<void> {
+    this.#policy?.nf.close();
+    this.#policy = undefined;
     this.#bridgeIndex = 0;
     this.#pods = undefined;
     this.#forwarding.clear();

@@ -19,30 +19,61 @@ import {
   policyFlows,
 } from './policy-flows.js';
 
+/** Runs `fn` alone among the writers of the bridge's whole flow table (the datapath's replay). */
+export type FlowTableLock = <T>(fn: () => Promise<T>) => Promise<T>;
+
 export class OvsPolicyBackend implements PolicyBackend {
   readonly #flows: FlowTable;
-  readonly #node: PolicyNode;
+  readonly #node: () => PolicyNode;
+  readonly #lock: FlowTableLock;
   readonly #ids = new ConjunctionIds();
   /** What each counting cookie of the last successful apply counts. */
   #counters = new Map<bigint, CounterKey>();
+  /** The pods of the last successful apply; undefined before the first (flows found are adopted). */
+  #applied: readonly PodPolicy[] | undefined;
 
-  /** `flows`: the bridge's flow table (its connection is the caller's); `node`: the gateway's port and the node's addresses. */
-  constructor(flows: FlowTable, node: PolicyNode) {
+  /**
+   * `flows`: the bridge's flow table (its connection is the caller's); `node`: the gateway's port and
+   * the node's addresses (a function: the gateway's port may change when the switch restarts);
+   * `lock`: shared with whatever else replaces the whole table (OvsDatapath's replay), which takes
+   * this backend's flows from `flowsInForce`.
+   */
+  constructor(flows: FlowTable, node: PolicyNode | (() => PolicyNode), lock?: FlowTableLock) {
     this.#flows = flows;
-    this.#node = { gatewayOfport: node.gatewayOfport, nodeIps: [...node.nodeIps] };
+    if (typeof node === 'function') this.#node = node;
+    else {
+      const fixed = { gatewayOfport: node.gatewayOfport, nodeIps: [...node.nodeIps] };
+      this.#node = () => fixed;
+    }
+    this.#lock = lock ?? ((fn) => fn());
+  }
+
+  /**
+   * The policy flows the switch must hold now: those of the last apply (with the gateway's port as it
+   * is now), or undefined before the first apply (the flows in the switch are adopted as they are).
+   * For a caller that replaces the whole table under the lock.
+   */
+  flowsInForce(): string[] | undefined {
+    if (this.#applied === undefined) return undefined;
+    return policyFlows(this.#node(), this.#applied, this.#ids).flows;
   }
 
   /** Installs the fixed flows, keeping any pod's flows already there (a restarted agent adopts them until its first apply). */
   async start(): Promise<void> {
     const have = await this.#flows.dumpMasked(POLICY_COOKIE, POLICY_COOKIE_MASK);
     if (have.length > 0) return;
-    await this.#install(policyBaseFlows(this.#node));
+    await this.#install(() => policyBaseFlows(this.#node()));
   }
 
   async apply(pods: readonly PodPolicy[]): Promise<void> {
-    // Built in full before anything is sent: bad input throws here with the switch untouched.
-    const { flows, counters } = policyFlows(this.#node, pods, this.#ids);
-    await this.#install(flows);
+    // Built in full before anything is sent: bad input throws there with the switch untouched.
+    const copy = [...pods];
+    let counters = this.#counters;
+    await this.#install(() => {
+      const built = policyFlows(this.#node(), copy, this.#ids);
+      counters = built.counters;
+      return built.flows;
+    }, copy);
     this.#counters = counters;
   }
 
@@ -61,17 +92,23 @@ export class OvsPolicyBackend implements PolicyBackend {
   }
 
   async remove(): Promise<void> {
-    await this.#install([]);
+    await this.#install(() => []);
     this.#counters = new Map();
+    this.#applied = undefined;
   }
 
-  async #install(flows: string[]): Promise<void> {
-    try {
-      await this.#flows.replaceMasked(flows, POLICY_COOKIE, POLICY_COOKIE_MASK);
-    } catch (err) {
-      throw new DatapathError(`installing ${flows.length} policy flows: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
+  /** `build` runs under the lock (the gateway's port as it is then); `pods`: what it enforces, kept once installed. */
+  async #install(build: () => string[], pods?: readonly PodPolicy[]): Promise<void> {
+    await this.#lock(async () => {
+      const flows = build();
+      try {
+        await this.#flows.replaceMasked(flows, POLICY_COOKIE, POLICY_COOKIE_MASK);
+      } catch (err) {
+        throw new DatapathError(`installing ${flows.length} policy flows: ${(err as Error).message}`, {
+          cause: err,
+        });
+      }
+      if (pods) this.#applied = pods;
+    });
   }
 }

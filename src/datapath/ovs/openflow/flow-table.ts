@@ -141,9 +141,17 @@ export class FlowTable {
    * (their counters keep counting), a wanted flow whose actions or cookie differ is overwritten,
    * others are added or deleted. Equivalent to: `ovs-ofctl --bundle replace-flows SWITCH -`.
    */
-  async replace(flows: readonly string[]): Promise<ReplaceOutcome> {
+  async replace(
+    flows: readonly string[],
+    opts: { keep?: { cookie: bigint; mask: bigint } } = {},
+  ): Promise<ReplaceOutcome> {
     const want = flows.map(parseFlowText);
-    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, await this.dump());
+    const keep = opts.keep;
+    // `keep`: the flows of those cookies stay as the switch holds them (another writer's).
+    const have = (await this.dump()).filter(
+      (f) => !keep || (f.cookie & keep.mask) !== (keep.cookie & keep.mask),
+    );
+    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, have);
     // An ADD of the same table, priority and match replaces the entry: no delete needed for those.
     const overwritten = new Set(missing.map(flowIdentityKey));
     const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));
