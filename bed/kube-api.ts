@@ -377,7 +377,11 @@ export class KubeApiServer {
         metadata: { name: 'podwire-agent-reads' },
         rules: [
           { apiGroups: [''], resources: ['nodes', 'pods', 'namespaces'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['get', 'list', 'watch'] },
+          {
+            apiGroups: ['networking.k8s.io'],
+            resources: ['networkpolicies'],
+            verbs: ['get', 'list', 'watch'],
+          },
         ],
       },
       {
