@@ -352,13 +352,21 @@ export class KubeApiServer {
   async registerNode(name: string, podCIDRs: string[], internalIP: string): Promise<void> {
     const spec = podCIDRs.length > 0 ? { podCIDR: podCIDRs[0], podCIDRs } : {};
     await this.apply({ apiVersion: 'v1', kind: 'Node', metadata: { name }, spec });
+    await this.patchStatus(`/api/v1/nodes/${name}`, { addresses: [{ type: 'InternalIP', address: internalIP }] });
+  }
+
+  /**
+   * Merge-patches the status subresource of the object at `path` (e.g. `/api/v1/namespaces/NS/pods/P`),
+   * as a kubelet would write it; kubectl 1.20 cannot.
+   */
+  async patchStatus(path: string, status: object): Promise<void> {
     const client = new KubeClient(kubeconfigConnection(this.kubeconfig), { connect: this.connect });
     try {
-      const r = await client.request('PATCH', `/api/v1/nodes/${name}/status`, {
-        body: { status: { addresses: [{ type: 'InternalIP', address: internalIP }] } },
+      const r = await client.request('PATCH', `${path}/status`, {
+        body: { status },
         contentType: 'application/merge-patch+json',
       });
-      if (r.status !== 200) throw new Error(`PATCH node ${name} status: HTTP ${r.status}: ${r.body}`);
+      if (r.status !== 200) throw new Error(`PATCH ${path}/status: HTTP ${r.status}: ${r.body}`);
     } finally {
       client.close();
     }

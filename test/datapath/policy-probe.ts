@@ -4,6 +4,7 @@
  * (protocol, address, port) and says which got an answer. Every process runs inside a namespace the
  * test made, and is killed by `stop`.
  */
+import { spawn } from 'node:child_process';
 import { run } from '../../bed/exec.js';
 import { TcpServers } from '../../bed/traffic.js';
 
@@ -135,5 +136,83 @@ export async function udpStream(
     tag,
   ]);
   if (r.code !== 0) throw new Error(`UDP stream from ${ns} failed: ${r.stderr}`);
+  return Number(r.stdout.trim());
+}
+
+/**
+ * Sends datagrams tagged `tag` to `ip`:`port` as fast as it can for `seconds`, starting before the
+ * namespace may even have its interface (a send that fails, no route yet, is not counted and tried
+ * again at once): the first datagram that can leave, leaves.
+ */
+const RUSH = `
+import socket, sys, time
+ip, port, seconds, tag = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM); s.setblocking(False)
+payload = b'count' + tag.encode()
+end = time.time() + seconds
+sent = 0
+print('ready', flush=True)
+while time.time() < end:
+    try:
+        s.sendto(payload, (ip, port)); sent += 1
+    except OSError:
+        pass
+print(sent, flush=True)
+`;
+
+/** `udpRush`: resolves once it runs; `sent` resolves with the datagrams that left the socket. */
+export async function udpRush(
+  ns: string,
+  ip: string,
+  port: number,
+  seconds: number,
+  tag: string,
+): Promise<{ sent: Promise<number> }> {
+  const child = spawn(
+    'ip',
+    ['netns', 'exec', ns, '/usr/bin/python3', '-c', RUSH, ip, String(port), String(seconds), tag],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
+  let out = '';
+  let readyResolve: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => {
+    readyResolve = resolve;
+  });
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.includes('ready')) readyResolve();
+  });
+  const sent = new Promise<number>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', () => {
+      const n = Number(out.split('\n')[1]);
+      if (Number.isInteger(n)) resolve(n);
+      else reject(new Error(`UDP rush from ${ns}: no count in ${JSON.stringify(out)}`));
+    });
+  });
+  await Promise.race([ready, sent]);
+  return { sent };
+}
+
+/** How many datagrams tagged `tag` the server at `ip`:`port` heard, asked from namespace `ns`. */
+export async function udpHeard(ns: string, ip: string, port: number, tag: string): Promise<number> {
+  const r = await run('ip', [
+    'netns',
+    'exec',
+    ns,
+    '/usr/bin/python3',
+    '-c',
+    `import socket, sys
+ip, port, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+q = socket.socket(socket.AF_INET6 if ':' in ip else socket.AF_INET, socket.SOCK_DGRAM)
+q.settimeout(2); q.connect((ip, port)); q.send(b'total' + tag.encode()); print(q.recv(64).decode())`,
+    ip,
+    String(port),
+    tag,
+  ]);
+  if (r.code !== 0) throw new Error(`asking ${ip}:${port} from ${ns} failed: ${r.stderr}`);
   return Number(r.stdout.trim());
 }
