@@ -352,7 +352,9 @@ export class KubeApiServer {
   async registerNode(name: string, podCIDRs: string[], internalIP: string): Promise<void> {
     const spec = podCIDRs.length > 0 ? { podCIDR: podCIDRs[0], podCIDRs } : {};
     await this.apply({ apiVersion: 'v1', kind: 'Node', metadata: { name }, spec });
-    await this.patchStatus(`/api/v1/nodes/${name}`, { addresses: [{ type: 'InternalIP', address: internalIP }] });
+    await this.patchStatus(`/api/v1/nodes/${name}`, {
+      addresses: [{ type: 'InternalIP', address: internalIP }],
+    });
   }
 
   /**

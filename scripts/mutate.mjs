@@ -1137,6 +1137,24 @@ const MUTATIONS = [
     edits: [['src/kube/reflector.js', 'else if (old.resourceVersion !== entry.resourceVersion) {', 'else {']],
     tests: ['test/multinode/kube-outage.test.js'],
   },
+  {
+    id: 'policy-add-no-wait',
+    what: 'NetworkPolicy: ADD does not wait for the apply that includes its pod before the port forwards (the fail-closed window)',
+    edits: [['src/agent/cni/cmd-add.js', 'await policyInForce(ctx,', 'if (false) await policyInForce(ctx,']],
+    tests: ['test/multinode/kube-policy.test.js'],
+  },
+  {
+    id: 'ovs-start-drops-adopted-policy',
+    what: "OVS: the datapath's start replaces the whole table without the policy flows it found (an agent restart opens every pod until the first apply)",
+    edits: [
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        'flows.replace(want, { keep: { cookie: POLICY_COOKIE, mask: POLICY_COOKIE_MASK } })',
+        'flows.replace(want)',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy.test.js'],
+  },
 ];
 
 function build() {
