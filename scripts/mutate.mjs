@@ -1155,6 +1155,18 @@ const MUTATIONS = [
     ],
     tests: ['test/multinode/kube-policy.test.js'],
   },
+  {
+    id: 'policy-snapshot-ignored',
+    what: 'NetworkPolicy: an agent started while the API server is away ignores the snapshot of the last known state (every pod isolated)',
+    edits: [
+      [
+        'src/agent/policy/policy-controller.js',
+        'const s = loadSnapshot(stateDir, node);',
+        'const s = undefined;',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy.test.js'],
+  },
 ];
 
 function build() {

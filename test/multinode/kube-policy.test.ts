@@ -8,7 +8,8 @@
  *   protocol, on the same node and from the other node; a namespaceSelector peer added: followed;
  * - fail closed: a pod ADDed before its Pod object is isolated in every direction its namespace has
  *   a policy for, and opened when the object comes;
- * - an agent restart keeps the policies in force (checked while it is down and after);
+ * - an agent restart keeps the policies in force (checked while it is down and after), and one
+ *   while the API server is away enforces the snapshot of the last known state;
  * - the policy deleted: everything passes again.
  */
 import assert from 'node:assert/strict';
@@ -17,6 +18,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type ClusterMember, TestCluster } from '../../bed/cluster.js';
 import type { KubeApiServer } from '../../bed/kube-api.js';
 import { resultIps } from '../../bed/node.js';
+import { controlSocketPath } from '../../src/agent/ops/control-server.js';
+import { callAgent } from '../../src/cli/control-client.js';
+import { type PolicyReport, renderPolicy } from '../../src/cli/policy-command.js';
 import { type Probe, ProbeServers, probeFrom, udpHeard, udpRush } from '../datapath/policy-probe.js';
 
 const PORT = 8080;
@@ -100,7 +104,7 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
     }
 
     test('policies from the API server, enforced on the same node and across nodes; fail closed; restart', {
-      timeout: 240_000,
+      timeout: 300_000,
     }, async (t) => {
       const [a, b] = cluster.members as [ClusterMember, ClusterMember];
       await kube().apply(
@@ -161,6 +165,18 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
       });
       await expectReach(far, toSrv, [false, true, false], 'far: the union of both policies, UDP only');
 
+      // What `podwire policy` shows: the isolating policies, and the datapath's counters per rule and
+      // for what the isolation dropped (bad's probes).
+      const report = (await callAgent(controlSocketPath(a.node.socket), 'policy')) as PolicyReport;
+      t.diagnostic(renderPolicy(report, 'web/srv'));
+      const srvPolicy = report.pods?.find((p) => p.name === 'srv');
+      assert.deepEqual(srvPolicy?.ingress?.policies, ['web/srv-from-cli', 'web/srv-from-other']);
+      assert.equal(srvPolicy?.egress, null, 'srv: egress not isolated');
+      const packets = (rule: string) =>
+        Number(report.counters?.find((c) => c.pod === 'web/srv' && c.rule === rule)?.packets ?? 0);
+      assert.ok(packets('web/srv-from-cli/ingress/0') > 0, 'the rule that let cli in counted');
+      assert.ok(packets('web/srv/ingress/deny') > 0, "bad's probes counted as denied");
+
       // Fail closed: a pod whose object has not come is isolated in every direction a policy of its
       // namespace has (web: ingress); the object comes with labels no policy selects: open.
       const late = await add(a, 'web', 'late');
@@ -211,6 +227,24 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
       );
       assert.equal(deniedHeard, 0, 'nothing denied arrived across the agent restart');
       await expectReach(cli, toSrv, [true, false, false], 'agent back: cli still allowed');
+
+      // The agent restarted while the API server is away: the snapshot of the last known state.
+      await kube().stop();
+      await a.node.stopAgent('SIGTERM');
+      await a.node.startAgent();
+      const during = (await callAgent(controlSocketPath(a.node.socket), 'policy')) as PolicyReport;
+      assert.equal(during.mode, 'snapshot', 'started without the API server: the snapshot in force');
+      assert.deepEqual(
+        await probeFrom(bad.netns, toSrv),
+        [false, false, false],
+        'snapshot: bad still refused',
+      );
+      await expectReach(cli, toSrv, [true, false, false], 'snapshot: cli still allowed');
+      await kube().restart();
+      await until('the agent back on the live caches', 60_000, async () => {
+        const r = (await callAgent(controlSocketPath(a.node.socket), 'policy')) as PolicyReport;
+        return r.mode === 'live';
+      });
 
       await kube().kubectlOk(['delete', 'networkpolicy', '-n', 'web', 'srv-from-cli', 'srv-from-other']);
       await expectReach(bad, toSrv, [true, true, true], 'policies deleted: open again');

@@ -46,6 +46,7 @@ export function controlMethods(
       },
     ],
     ['podCache', async () => podCache(ctx)],
+    ['policy', async () => policy(ctx)],
     ['identities', async () => nodeIdentities(ctx)],
   ]);
 }
@@ -149,5 +150,29 @@ function podCache(ctx: AgentContext) {
     pods: cache.pods().sort(byKey),
     localPods: cache.localPods().sort(byKey),
     namespaces: cache.namespaces().sort((a, b) => a.name.localeCompare(b.name)),
+  };
+}
+
+/** NetworkPolicy on this node (`podwire policy`): each local pod's compiled policy and the datapath's counters. */
+async function policy(ctx: AgentContext) {
+  const controller = ctx.policy;
+  if (!controller) {
+    return {
+      enabled: false,
+      reason: ctx.pods
+        ? `the ${ctx.datapath.kind} datapath has no policy backend`
+        : 'cluster.store is not kubernetes: no NetworkPolicy is read',
+    };
+  }
+  const counters = await controller.counters();
+  return {
+    enabled: true,
+    mode: controller.mode,
+    ...(controller.lastError === undefined ? {} : { lastError: controller.lastError }),
+    refused: controller.refused(),
+    pods: [...controller.applied()].sort((a, b) =>
+      `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
+    ),
+    counters: counters.map((c) => ({ ...c, packets: String(c.packets), bytes: String(c.bytes) })),
   };
 }

@@ -30,6 +30,10 @@ export class KubePolicySource implements PolicySource {
     return this.#pods.namespaces();
   }
 
+  refused(): string[] {
+    return this.#policies.refused();
+  }
+
   synced(): boolean {
     return this.#pods.synced && this.#policies.synced;
   }

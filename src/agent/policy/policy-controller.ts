@@ -19,7 +19,7 @@
  *   ADDs fail with its error, and the controller tries again with backoff until one succeeds.
  */
 import { Backoff } from '../../cluster/backoff.js';
-import type { PolicyBackend } from '../../datapath/policy-backend.js';
+import type { PolicyBackend, RuleCounters } from '../../datapath/policy-backend.js';
 import type { Namespace, NetworkPolicy, Pod, PodPolicy } from '../../policy/model.js';
 import type { Logger } from '../log.js';
 import { loadSnapshot, type PolicySnapshot, saveSnapshot } from './policy-snapshot.js';
@@ -34,6 +34,8 @@ export interface PolicySource {
   namespaces(): readonly Namespace[];
   /** Whether all three have been listed at least once (after that, they stay served through outages). */
   synced(): boolean;
+  /** Policies in force as their fail-closed stand-in (`namespace/name`): the decoder refused them. */
+  refused?(): string[];
   /** Calls `listener` after any change of the three (and when they become synced); returns the unsubscribe. */
   onChange(listener: (what: PolicySourceChange) => void): () => void;
 }
@@ -154,6 +156,16 @@ export class PolicyController {
   /** Where the state in force came from: the live caches, the snapshot, or nothing (all isolated). */
   get mode(): PolicyMode {
     return this.#mode;
+  }
+
+  /** Allowed packets per rule and denied packets per pod, read from the datapath. */
+  counters(): Promise<RuleCounters[]> {
+    return this.#opts.backend.counters();
+  }
+
+  /** Policies the decoder refused, in force as their fail-closed stand-in. */
+  refused(): string[] {
+    return this.#opts.source.refused?.() ?? [];
   }
 
   /** What the last successful apply installed. */
