@@ -30,6 +30,8 @@ export interface ClusterOptions {
   prepareEtcd?: (etcd: EtcdServer) => Promise<void>;
   /** More keys of every agent's `cluster:` section (e.g. `tls`, `auth`), given the etcd. */
   storeConfig?: (etcd: EtcdServer) => Record<string, unknown>;
+  /** The class of every member's node (a subclass of TestNode, e.g. one whose agent has fault seams). */
+  nodeClass?: typeof TestNode;
 }
 
 export const CLUSTER_V4 = '10.250.0.0/16';
@@ -163,7 +165,7 @@ export class TestCluster {
       config.clusterCIDRs = v6 ? [CLUSTER_V4, CLUSTER_V6] : [CLUSTER_V4];
       config.nodeCIDRMaskSize = v6 ? { ipv4: 24, ipv6: 64 } : { ipv4: 24 };
     }
-    const node = new TestNode({
+    const node = new (this.options.nodeClass ?? TestNode)({
       nodeNs: underlay.ns,
       config,
       datapath: this.options.datapath ?? 'linux-bridge',

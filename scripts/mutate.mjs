@@ -1167,6 +1167,18 @@ const MUTATIONS = [
     ],
     tests: ['test/multinode/kube-policy.test.js'],
   },
+  {
+    id: 'ovs-replay-forgets-policy',
+    what: "OVS: the replay of the switch's state after ovs-vswitchd restarts leaves the policy flows out (every pod open until the next policy change)",
+    edits: [
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        ': flows.replace([...want, ...policy]);',
+        ': flows.replace(want);',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy.test.js'],
+  },
 ];
 
 function build() {

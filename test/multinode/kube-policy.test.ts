@@ -9,7 +9,8 @@
  * - fail closed: a pod ADDed before its Pod object is isolated in every direction its namespace has
  *   a policy for, and opened when the object comes;
  * - an agent restart keeps the policies in force (checked while it is down and after), and one
- *   while the API server is away enforces the snapshot of the last known state;
+ *   while the API server is away enforces the snapshot of the last known state; on OVS a restarted
+ *   ovs-vswitchd gets the policy flows back with the agent's replay;
  * - the policy deleted: everything passes again.
  */
 import assert from 'node:assert/strict';
@@ -21,6 +22,7 @@ import { resultIps } from '../../bed/node.js';
 import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import { callAgent } from '../../src/cli/control-client.js';
 import { type PolicyReport, renderPolicy } from '../../src/cli/policy-command.js';
+import { FaultNode } from '../agent/fault/fault-node.js';
 import { type Probe, ProbeServers, probeFrom, udpHeard, udpRush } from '../datapath/policy-probe.js';
 
 const PORT = 8080;
@@ -45,7 +47,8 @@ interface PodHandle {
 
 for (const datapath of ['linux-bridge', 'ovs'] as const) {
   describe(`NetworkPolicy through the agent on ${datapath} (store kubernetes, a real kube-apiserver)`, () => {
-    const cluster = new TestCluster({ nodes: 2, store: 'kubernetes', datapath });
+    // Agents with fault seams (fault-agent.js): the test holds one policy apply to widen the window.
+    const cluster = new TestCluster({ nodes: 2, store: 'kubernetes', datapath, nodeClass: FaultNode });
     const servers = new ProbeServers();
     before(() => cluster.setup());
     after(async () => {
@@ -194,9 +197,16 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
         metadata: { namespace: 'web', name: 'locked-no-egress' },
         spec: { podSelector: { matchLabels: { role: 'locked' } }, policyTypes: ['Egress'] },
       });
+      // The apply that brings the pod in is held for 2 s (a busy node's apply of thousands of rules
+      // takes that long): the port must not forward meanwhile.
       const rushNetns = await a.node.addPod('rush');
       const rush = await udpRush(rushNetns, far.ip, PORT, 6, 'rush');
-      const rushPod = await add(a, 'web', 'rush', rushNetns);
+      const faults = a.node as FaultNode;
+      faults.setFault({ id: 'rush', op: 'policy.apply', nth: 1, when: 'hold' });
+      const adding = add(a, 'web', 'rush', rushNetns);
+      await sleep(2000);
+      faults.setFault(undefined);
+      const rushPod = await adding;
       await podObject(rushPod, { role: 'locked' });
       const rushSent = await rush.sent;
       const rushHeard = await udpHeard(cli.netns, far.ip, PORT, 'rush');
@@ -227,6 +237,21 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
       );
       assert.equal(deniedHeard, 0, 'nothing denied arrived across the agent restart');
       await expectReach(cli, toSrv, [true, false, false], 'agent back: cli still allowed');
+
+      // OVS: ovs-vswitchd killed and started again with an empty flow table; the agent's replay of
+      // the switch's state brings the policy flows back with the rest.
+      if (datapath === 'ovs') {
+        const ovs = a.node.ovs;
+        assert.ok(ovs);
+        await ovs.killDaemon('ovs-vswitchd');
+        await ovs.startDaemon('ovs-vswitchd');
+        await expectReach(cli, toSrv, [true, false, false], 'switch restarted: cli allowed, nothing more');
+        assert.deepEqual(
+          await probeFrom(bad.netns, toSrv),
+          [false, false, false],
+          'switch restarted: bad refused',
+        );
+      }
 
       // The agent restarted while the API server is away: the snapshot of the last known state.
       await kube().stop();
