@@ -1,7 +1,8 @@
 /**
  * podwire on a real Kubernetes cluster with OVS on its userspace datapath (issue 26, part f): the
  * DaemonSet's ovs container runs Open vSwitch (`datapath: ovs`, `ovsDatapathType: netdev` in the
- * ConfigMap: this machine has no openvswitch module), then part a again; the teardown leaves nothing.
+ * ConfigMap: this machine has no openvswitch module), with the etcd-tls example's cluster store (an etcd
+ * of podwire's, the option deploy/etcd-tls/ documents), then part a again; the teardown leaves nothing.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -20,7 +21,7 @@ describe('podwire on a Kubernetes cluster, OVS userspace datapath', { timeout: 1
     before0 = machineState();
     cluster = new KubeCluster({ nodes: 2 });
     await cluster.setup();
-    await installPodwire(cluster, { datapath: 'ovs-netdev' });
+    await installPodwire(cluster, { datapath: 'ovs-netdev', store: 'etcd' });
     host = await new UnderlayHost(cluster).setup();
   });
 

@@ -1,6 +1,7 @@
 /**
  * podwire on a real Kubernetes cluster (issue 26; bed/k8s/): two nodes, each with containerd, a
- * kubelet and kube-proxy, podwire installed from deploy/ with the etcd-tls example, driven through
+ * kubelet and kube-proxy, podwire installed from deploy/ as it is (the Kubernetes API as its cluster
+ * store: no etcd of podwire's), driven through
  * kubectl and the API only. In order: pod addresses and pod traffic; Services through kube-proxy;
  * then the teardown leaves nothing on the machine.
  */
