@@ -46,6 +46,35 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
     await cluster?.cleanup();
   });
 
+  // The default install: no etcd of podwire's. Each agent published itself on its own Node, the one
+  // write its RBAC allows, and reads its peers from the other Nodes.
+  test("every agent's cluster store is the Kubernetes API: its Node carries the podwire.io/node annotation", async () => {
+    for (const a of await pods(cluster, 'app.kubernetes.io/name=podwire', 'kube-system')) {
+      const cfg = await execPod(cluster, a.name, ['cat', '/etc/podwire/agent.yaml'], 'kube-system', 'agent');
+      assert.equal(cfg.code, 0, cfg.stderr);
+      assert.match(cfg.stdout, /^\s+store: kubernetes$/m, `${a.node}: ${cfg.stdout}`);
+      assert.match(cfg.stdout, new RegExp(`^nodeName: ${a.node}$`, 'm'));
+    }
+    const secret = await cluster.kubectl(['-n', 'kube-system', 'get', 'secret', 'podwire-etcd']);
+    assert.notEqual(secret.code, 0, 'no Secret podwire-etcd: the etcd-tls example is not installed');
+    for (const n of cluster.nodes) {
+      let published: { underlayIP?: string; vtepMac?: string } = {};
+      await waitFor(async () => {
+        const text = await cluster.kubectlOk([
+          'get',
+          'node',
+          n.name,
+          '-o',
+          'jsonpath={.metadata.annotations.podwire\\.io/node}',
+        ]);
+        published = text.trim() === '' ? {} : (JSON.parse(text) as typeof published);
+        return published.underlayIP !== undefined;
+      });
+      assert.equal(published.underlayIP, n.ip, n.name);
+      assert.match(published.vtepMac ?? '', /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/, n.name);
+    }
+  });
+
   podBasics(() => ({ cluster, host }));
 
   describe('b. Services through kube-proxy', () => {
