@@ -14,8 +14,6 @@ import { decodeNetworkPolicy } from '../policy/decode-policy.js';
 import type { NetworkPolicy } from '../policy/model.js';
 import type { StoreHealth } from './store.js';
 
-export const NETWORK_POLICIES_PATH = '/apis/networking.k8s.io/v1/networkpolicies';
-
 export interface PolicyCacheOptions {
   client: KubeClient;
   log: KubeLog;
@@ -46,7 +44,7 @@ export class PolicyCache {
     this.#log = o.log;
     this.#policies = new Reflector<NetworkPolicy>({
       client: o.client,
-      path: NETWORK_POLICIES_PATH,
+      path: '/apis/networking.k8s.io/v1/networkpolicies',
       log: o.log,
       decode: (object, meta) => this.#decode(object, meta),
       ...(o.backoff ? { backoff: o.backoff } : {}),
