@@ -273,10 +273,12 @@ describe('deploy/ against podwire', () => {
         ...readFileSync(join(srcDir, f), 'utf8').matchAll(/path: '\/(?:api|apis\/([a-z.]+))\/v1\/([a-z]+)'/g),
       ])
       .map((m) => `${m[1] ?? ''}/${m[2] as string}`);
-    assert.deepEqual(
-      [...new Set(watched)].sort(),
-      ['/namespaces', '/nodes', '/pods', 'networking.k8s.io/networkpolicies'],
-    );
+    assert.deepEqual([...new Set(watched)].sort(), [
+      '/namespaces',
+      '/nodes',
+      '/pods',
+      'networking.k8s.io/networkpolicies',
+    ]);
     for (const key of watched) {
       const [group, resource] = key.split('/') as [string, string];
       const rule = role.rules.find((r) => r.apiGroups.includes(group) && r.resources.includes(resource));

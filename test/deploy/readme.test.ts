@@ -90,7 +90,8 @@ test("the RBAC the page describes is rbac.yaml's ClusterRole, rule for rule", ()
   const row = /\n\| `rbac\.yaml` \|(.*)\|\n/.exec(README)?.[1] ?? '';
   const prose = section('The cluster store');
   const english = (verbs: string[]) => `${verbs.slice(0, -1).join(', ')} and ${verbs.at(-1)}`;
-  const kind = (r: string) => (r === 'networkpolicies' ? 'NetworkPolicies' : r[0]?.toUpperCase() + r.slice(1));
+  const kind = (r: string) =>
+    r === 'networkpolicies' ? 'NetworkPolicies' : r[0]?.toUpperCase() + r.slice(1);
   const named = (resources: string[]) => resources.map(kind).join(' and ');
   for (const rule of role.rules) {
     const phrase = `${named(rule.resources)} ${english(rule.verbs)}`;
