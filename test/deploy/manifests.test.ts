@@ -270,7 +270,9 @@ describe('deploy/ against podwire', () => {
     const watched = readdirSync(srcDir)
       .filter((f) => f.endsWith('.ts'))
       .flatMap((f) => [
-        ...readFileSync(join(srcDir, f), 'utf8').matchAll(/path: '\/(?:api|apis\/([a-z.]+))\/v1\/([a-z]+)'/g),
+        ...readFileSync(join(srcDir, f), 'utf8').matchAll(
+          /path: '\/(?:api|apis\/([a-z0-9.]+))\/v1\/([a-z]+)'/g,
+        ),
       ])
       .map((m) => `${m[1] ?? ''}/${m[2] as string}`);
     assert.deepEqual([...new Set(watched)].sort(), [
