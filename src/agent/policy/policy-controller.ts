@@ -189,10 +189,13 @@ export class PolicyController {
     // under the same name and one of the same addresses is that pod (its labels and ports); any other
     // local pod is new since (labels null: fail closed).
     const pods = new Map<string, Pod>();
-    for (const p of s.pods) pods.set(`${p.namespace}/${p.name}`, p);
+    const wasLocal = new Map<string, Pod>();
+    // This node's pods are the ones it has now (a pod deleted since must not lend its rules to a new
+    // pod that got its address); the others' are the snapshot's.
+    for (const p of s.pods) (p.node === node ? wasLocal : pods).set(`${p.namespace}/${p.name}`, p);
     for (const p of source.pods()) {
       const key = `${p.namespace}/${p.name}`;
-      const known = pods.get(key);
+      const known = wasLocal.get(key) ?? pods.get(key);
       const same = known !== undefined && p.labels === null && known.ips.some((ip) => p.ips.includes(ip));
       pods.set(key, same ? { ...known, ips: [...p.ips], node } : p);
     }

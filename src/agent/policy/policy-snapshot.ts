@@ -5,8 +5,8 @@
  * "deny everything" for pods whose policies it knew. Written with a temporary file, fdatasync and
  * rename: a reader sees the old snapshot or the new, never a torn one.
  *
- * The policies, the namespaces and the pods of other nodes are kept; this node's own pods are not
- * (the IPAM claims name them at start, and the pod cache merges them in).
+ * The policies, the namespaces and every pod are kept: a pod of this node is found again at start
+ * by name and address (its labels and ports as last seen), one of another node is a peer.
  */
 import { closeSync, fdatasyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import type { Namespace, NetworkPolicy, Pod } from '../../policy/model.js';
 export interface PolicySnapshot {
   policies: NetworkPolicy[];
   namespaces: Namespace[];
-  /** Pods of the other nodes (peers by label and address). */
+  /** Every pod: this node's (labels and ports, found again by name and address) and the peers. */
   pods: Pod[];
 }
 
@@ -59,7 +59,7 @@ export function saveSnapshot(stateDir: string, node: string, s: PolicySnapshot):
     savedAt: new Date().toISOString(),
     policies: s.policies,
     namespaces: s.namespaces,
-    pods: s.pods.filter((p) => p.node !== node),
+    pods: s.pods,
   };
   const fd = openSync(`${path}.tmp`, 'w', 0o600);
   try {
