@@ -1141,7 +1141,7 @@ const MUTATIONS = [
     id: 'policy-add-no-wait',
     what: 'NetworkPolicy: ADD does not wait for the apply that includes its pod before the port forwards (the fail-closed window)',
     edits: [['src/agent/cni/cmd-add.js', 'await policyInForce(ctx,', 'if (false) await policyInForce(ctx,']],
-    tests: ['test/multinode/kube-policy.test.js'],
+    tests: ['test/multinode/kube-policy-linux-bridge.test.js'],
   },
   {
     id: 'ovs-start-drops-adopted-policy',
@@ -1153,7 +1153,7 @@ const MUTATIONS = [
         'flows.replace(want)',
       ],
     ],
-    tests: ['test/multinode/kube-policy.test.js'],
+    tests: ['test/multinode/kube-policy-ovs.test.js'],
   },
   {
     id: 'policy-snapshot-ignored',
@@ -1165,7 +1165,7 @@ const MUTATIONS = [
         'const s = undefined;',
       ],
     ],
-    tests: ['test/multinode/kube-policy.test.js'],
+    tests: ['test/multinode/kube-policy-linux-bridge.test.js'],
   },
   {
     id: 'ovs-replay-forgets-policy',
@@ -1177,7 +1177,7 @@ const MUTATIONS = [
         ': flows.replace(want);',
       ],
     ],
-    tests: ['test/multinode/kube-policy.test.js'],
+    tests: ['test/multinode/kube-policy-ovs.test.js'],
   },
 ];
 

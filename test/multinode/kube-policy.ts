@@ -18,6 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type ClusterMember, TestCluster } from '../../bed/cluster.js';
 import type { KubeApiServer } from '../../bed/kube-api.js';
+import { metricSample, scrapeMetrics } from '../../bed/metrics.js';
 import { resultIps } from '../../bed/node.js';
 import { controlSocketPath } from '../../src/agent/ops/control-server.js';
 import { callAgent } from '../../src/cli/control-client.js';
@@ -27,6 +28,7 @@ import { type Probe, ProbeServers, probeFrom, udpHeard, udpRush } from '../datap
 
 const PORT = 8080;
 const OTHER_PORT = 9090;
+const METRICS_PORT = 19_752;
 
 async function until(what: string, ms: number, check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + ms;
@@ -45,10 +47,17 @@ interface PodHandle {
   member: ClusterMember;
 }
 
-for (const datapath of ['linux-bridge', 'ovs'] as const) {
+/** The suite on one datapath (a file per datapath: each fits mutate.mjs's limit per test run). */
+export function policyThroughAgent(datapath: 'linux-bridge' | 'ovs'): void {
   describe(`NetworkPolicy through the agent on ${datapath} (store kubernetes, a real kube-apiserver)`, () => {
     // Agents with fault seams (fault-agent.js): the test holds one policy apply to widen the window.
-    const cluster = new TestCluster({ nodes: 2, store: 'kubernetes', datapath, nodeClass: FaultNode });
+    const cluster = new TestCluster({
+      nodes: 2,
+      store: 'kubernetes',
+      datapath,
+      nodeClass: FaultNode,
+      agentConfig: { metricsAddress: `127.0.0.1:${METRICS_PORT}` },
+    });
     const servers = new ProbeServers();
     before(() => cluster.setup());
     after(async () => {
@@ -179,6 +188,20 @@ for (const datapath of ['linux-bridge', 'ovs'] as const) {
         Number(report.counters?.find((c) => c.pod === 'web/srv' && c.rule === rule)?.packets ?? 0);
       assert.ok(packets('web/srv-from-cli/ingress/0') > 0, 'the rule that let cli in counted');
       assert.ok(packets('web/srv/ingress/deny') > 0, "bad's probes counted as denied");
+      // The same counters on the metrics port.
+      const metrics = await scrapeMetrics(a.underlay.ns, METRICS_PORT);
+      assert.ok(
+        (metricSample(metrics, 'podwire_policy_denied_packets_total{pod="web/srv",direction="ingress"}') ??
+          0) > 0,
+        'denied packets in the metrics',
+      );
+      assert.ok(
+        (metricSample(
+          metrics,
+          'podwire_policy_allowed_packets_total{pod="web/srv",rule="web/srv-from-cli/ingress/0"}',
+        ) ?? 0) > 0,
+        "the rule's packets in the metrics",
+      );
 
       // Fail closed: a pod whose object has not come is isolated in every direction a policy of its
       // namespace has (web: ingress); the object comes with labels no policy selects: open.
