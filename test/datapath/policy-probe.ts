@@ -100,19 +100,22 @@ export class ProbeServers {
   }
 }
 
+/** `python3 -c SCRIPT ARGS...` inside namespace `ns`; its stdout, or an error naming `what`. */
+async function pythonIn(ns: string, what: string, script: string, args: readonly string[]): Promise<string> {
+  const r = await run('ip', ['netns', 'exec', ns, '/usr/bin/python3', '-c', script, ...args]);
+  if (r.code !== 0) throw new Error(`${what} in ${ns} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
 /** From namespace `ns`, each probe: whether it got its echo back. */
 export async function probeFrom(ns: string, probes: readonly Probe[]): Promise<boolean[]> {
-  const r = await run('ip', [
-    'netns',
-    'exec',
+  const out = await pythonIn(
     ns,
-    '/usr/bin/python3',
-    '-c',
+    'probe client',
     CLIENT,
-    ...probes.map((p) => p.join(',')),
-  ]);
-  if (r.code !== 0) throw new Error(`probe client in ${ns} failed: ${r.stderr}`);
-  return JSON.parse(r.stdout) as boolean[];
+    probes.map((p) => p.join(',')),
+  );
+  return JSON.parse(out) as boolean[];
 }
 
 /** Starts a one-way UDP stream of `count` datagrams from `ns`; resolves to how many the server heard. */
@@ -123,20 +126,7 @@ export async function udpStream(
   count: number,
   tag: string,
 ): Promise<number> {
-  const r = await run('ip', [
-    'netns',
-    'exec',
-    ns,
-    '/usr/bin/python3',
-    '-c',
-    STREAM,
-    ip,
-    String(port),
-    String(count),
-    tag,
-  ]);
-  if (r.code !== 0) throw new Error(`UDP stream from ${ns} failed: ${r.stderr}`);
-  return Number(r.stdout.trim());
+  return Number((await pythonIn(ns, 'UDP stream', STREAM, [ip, String(port), String(count), tag])).trim());
 }
 
 /**
@@ -197,22 +187,14 @@ export async function udpRush(
   return { sent };
 }
 
-/** How many datagrams tagged `tag` the server at `ip`:`port` heard, asked from namespace `ns`. */
-export async function udpHeard(ns: string, ip: string, port: number, tag: string): Promise<number> {
-  const r = await run('ip', [
-    'netns',
-    'exec',
-    ns,
-    '/usr/bin/python3',
-    '-c',
-    `import socket, sys
+const HEARD = `
+import socket, sys
 ip, port, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 q = socket.socket(socket.AF_INET6 if ':' in ip else socket.AF_INET, socket.SOCK_DGRAM)
-q.settimeout(2); q.connect((ip, port)); q.send(b'total' + tag.encode()); print(q.recv(64).decode())`,
-    ip,
-    String(port),
-    tag,
-  ]);
-  if (r.code !== 0) throw new Error(`asking ${ip}:${port} from ${ns} failed: ${r.stderr}`);
-  return Number(r.stdout.trim());
+q.settimeout(2); q.connect((ip, port)); q.send(b'total' + tag.encode()); print(q.recv(64).decode())
+`;
+
+/** How many datagrams tagged `tag` the server at `ip`:`port` heard, asked from namespace `ns`. */
+export async function udpHeard(ns: string, ip: string, port: number, tag: string): Promise<number> {
+  return Number((await pythonIn(ns, `asking ${ip}:${port}`, HEARD, [ip, String(port), tag])).trim());
 }
