@@ -20,6 +20,7 @@
  */
 import { Backoff } from '../../cluster/backoff.js';
 import type { PolicyBackend, RuleCounters } from '../../datapath/policy-backend.js';
+import type { CompileInput } from '../../policy/compile.js';
 import type { Namespace, NetworkPolicy, Pod, PodPolicy } from '../../policy/model.js';
 import type { Logger } from '../log.js';
 import { loadSnapshot, type PolicySnapshot, saveSnapshot } from './policy-snapshot.js';
@@ -38,13 +39,6 @@ export interface PolicySource {
   refused?(): string[];
   /** Calls `listener` after any change of the three (and when they become synced); returns the unsubscribe. */
   onChange(listener: (what: PolicySourceChange) => void): () => void;
-}
-
-export interface CompileInput {
-  policies: readonly NetworkPolicy[];
-  pods: readonly Pod[];
-  namespaces: readonly Namespace[];
-  node: string;
 }
 
 export interface PolicyControllerOptions {
