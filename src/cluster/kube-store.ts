@@ -25,6 +25,7 @@ import { KubeApiError } from '../kube/kube-error.js';
 import { type KubeLog, type ObjectMeta, Reflector } from '../kube/reflector.js';
 import { pause } from './backoff.js';
 import { EventQueue } from './event-queue.js';
+import { KubePoolStore } from './kube-pools.js';
 import { byName, diffNodes, parseNodeRecord } from './node-record.js';
 import {
   type ClusterStore,
@@ -53,6 +54,8 @@ export interface KubeStoreOptions {
   requestTimeoutMs?: number;
   /** How often `leasePodCIDRs` looks again for CIDRs the Node does not have yet; default 500 ms. */
   leasePollMs?: number;
+  /** Offer IP pools: the IPPool custom resource (kube-pools.ts, deploy/crd-ippool.yaml). */
+  pools?: boolean;
 }
 
 interface WireNode {
@@ -128,6 +131,8 @@ export class KubeStore implements ClusterStore {
   readonly #client: KubeClient;
   readonly #nodes: Reflector<NodeRecord>;
   readonly #closed = new AbortController();
+  /** IP pools as IPPool objects, when the configuration asks for them (`pools: true`). */
+  readonly pools?: KubePoolStore;
 
   private constructor(o: KubeStoreOptions) {
     this.#o = o;
@@ -142,18 +147,25 @@ export class KubeStore implements ClusterStore {
       decode: nodeFromObject,
       log: o.log ?? (() => undefined),
     });
+    if (o.pools)
+      this.pools = new KubePoolStore({
+        client: this.#client,
+        where: this.description,
+        log: o.log ?? (() => undefined),
+      });
   }
 
   /** Starts the Node reflector; an unreachable API server only shows in health(). */
   static open(o: KubeStoreOptions): KubeStore {
     const store = new KubeStore(o);
     store.#nodes.start();
+    store.pools?.start();
     return store;
   }
 
-  /** Nodes skipped as invalid so far (each Node version counted once). */
+  /** Nodes and IPPools skipped as invalid so far (each object version counted once). */
   get invalidRecords(): number {
-    return this.#nodes.stats.invalidObjects;
+    return this.#nodes.stats.invalidObjects + (this.pools?.invalidObjects ?? 0);
   }
 
   async #synced(opts: OpOptions, what: string): Promise<void> {
@@ -335,6 +347,7 @@ export class KubeStore implements ClusterStore {
   async close(): Promise<void> {
     this.#closed.abort();
     await this.#nodes.stop();
+    await this.pools?.stop();
     this.#client.close();
   }
 }

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { describe, test } from 'node:test';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
@@ -34,6 +35,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   ServiceAccount,
   ClusterRole,
   ClusterRoleBinding,
+  CustomResourceDefinition,
 };
 const NAMESPACE = 'kube-system';
 const manifests = loadManifests();
@@ -64,11 +66,12 @@ describe('deploy/ against the Kubernetes schema', () => {
       'ClusterRole',
       'ClusterRoleBinding',
       'ConfigMap',
+      'CustomResourceDefinition',
       'DaemonSet',
       'ServiceAccount',
     ]);
     for (const { file, obj } of manifests) {
-      const clusterScoped = obj.kind.startsWith('Cluster');
+      const clusterScoped = obj.kind.startsWith('Cluster') || obj.kind === 'CustomResourceDefinition';
       assert.equal(obj.metadata.namespace, clusterScoped ? undefined : NAMESPACE, `${file} ${obj.kind}`);
     }
   });
@@ -221,7 +224,7 @@ describe('deploy/ against podwire', () => {
     assert.match(installer, /env\('PODWIRE_PLUGINS', 'replace'\)/);
   });
 
-  test('RBAC: the pod runs as the ServiceAccount bound to a read-only ClusterRole on nodes', () => {
+  test('RBAC: the pod runs as the ServiceAccount bound to a ClusterRole reading nodes and IP pools, writing only pool status', () => {
     const sa = findOne(manifests, 'ServiceAccount');
     const role = findOne<
       K8sObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }
@@ -244,6 +247,8 @@ describe('deploy/ against podwire', () => {
     ]);
     assert.deepEqual(role.rules, [
       { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['podwire.io'], resources: ['ippools'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['podwire.io'], resources: ['ippools/status'], verbs: ['patch'] },
     ]);
   });
 
