@@ -8,7 +8,7 @@
  * - a pool the schema cannot refuse (START after END) is refused by the decoder: logged, counted in
  *   the cluster store's invalid records, absent from the pools, and the other pools work on;
  * - the race: two nodes (a PoolAllocator over its own store each) allocating PODWIRE_POOL_RACE
- *   addresses (default 200; 1000 for the issue's figure, `npm run bench:pool-race`) concurrently from
+ *   addresses (default 200; 1000 for the issue's figure: `npm run bench:pool-race`) concurrently from
  *   ONE pool object of exactly that many addresses: every allocation succeeds, no address twice,
  *   every claim recorded with its owner, none lost; conflicts counted and reported; then all
  *   released concurrently, leaving the object empty;
