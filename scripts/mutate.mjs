@@ -945,7 +945,7 @@ const MUTATIONS = [
         'const body = { status: decision.patch };',
       ],
     ],
-    tests: ['test/kube/kube-pools.test.js'],
+    tests: ['test/kube/kube-pools-race.test.js'],
   },
   {
     id: 'ippool-range-order-unchecked',
