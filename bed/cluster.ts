@@ -30,6 +30,8 @@ export interface ClusterOptions {
   prepareEtcd?: (etcd: EtcdServer) => Promise<void>;
   /** More keys of every agent's `cluster:` section (e.g. `tls`, `auth`), given the etcd. */
   storeConfig?: (etcd: EtcdServer) => Record<string, unknown>;
+  /** The class of every member's node (a subclass of TestNode, e.g. one whose agent has fault seams). */
+  nodeClass?: typeof TestNode;
 }
 
 export const CLUSTER_V4 = '10.250.0.0/16';
@@ -66,6 +68,7 @@ export class TestCluster {
     }
     if (this.options.store === 'kubernetes') {
       this.kube = await KubeApiServer.start({ netns: this.underlay.ns, host: this.underlay.hostIp });
+      await this.kube.grantAgentReads('system:nodes');
     }
     const created: ClusterMember[] = [];
     for (let i = 0; i < this.options.nodes; i++) created.push(await this.#create());
@@ -162,7 +165,7 @@ export class TestCluster {
       config.clusterCIDRs = v6 ? [CLUSTER_V4, CLUSTER_V6] : [CLUSTER_V4];
       config.nodeCIDRMaskSize = v6 ? { ipv4: 24, ipv6: 64 } : { ipv4: 24 };
     }
-    const node = new TestNode({
+    const node = new (this.options.nodeClass ?? TestNode)({
       nodeNs: underlay.ns,
       config,
       datapath: this.options.datapath ?? 'linux-bridge',

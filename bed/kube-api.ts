@@ -381,16 +381,56 @@ export class KubeApiServer {
   async registerNode(name: string, podCIDRs: string[], internalIP: string): Promise<void> {
     const spec = podCIDRs.length > 0 ? { podCIDR: podCIDRs[0], podCIDRs } : {};
     await this.apply({ apiVersion: 'v1', kind: 'Node', metadata: { name }, spec });
+    await this.patchStatus(`/api/v1/nodes/${name}`, {
+      addresses: [{ type: 'InternalIP', address: internalIP }],
+    });
+  }
+
+  /**
+   * Merge-patches the status subresource of the object at `path` (e.g. `/api/v1/namespaces/NS/pods/P`),
+   * as a kubelet would write it; kubectl 1.20 cannot.
+   */
+  async patchStatus(path: string, status: object): Promise<void> {
     const client = new KubeClient(kubeconfigConnection(this.kubeconfig), { connect: this.connect });
     try {
-      const r = await client.request('PATCH', `/api/v1/nodes/${name}/status`, {
-        body: { status: { addresses: [{ type: 'InternalIP', address: internalIP }] } },
+      const r = await client.request('PATCH', `${path}/status`, {
+        body: { status },
         contentType: 'application/merge-patch+json',
       });
-      if (r.status !== 200) throw new Error(`PATCH node ${name} status: HTTP ${r.status}: ${r.body}`);
+      if (r.status !== 200) throw new Error(`PATCH ${path}/status: HTTP ${r.status}: ${r.body}`);
     } finally {
       client.close();
     }
+  }
+
+  /**
+   * What an agent on store kubernetes reads beyond what the Node authorizer grants a node (the
+   * Namespaces; decision 47): get, list and watch of Nodes, Pods and Namespaces, bound to `group`
+   * (the bed's agents use node certificates, group `system:nodes`).
+   */
+  async grantAgentReads(group: string): Promise<void> {
+    await this.apply(
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: 'podwire-agent-reads' },
+        rules: [
+          { apiGroups: [''], resources: ['nodes', 'pods', 'namespaces'], verbs: ['get', 'list', 'watch'] },
+          {
+            apiGroups: ['networking.k8s.io'],
+            resources: ['networkpolicies'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: 'podwire-agent-reads' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'podwire-agent-reads' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+      },
+    );
   }
 
   /** The CA certificate's text. */

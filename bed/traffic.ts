@@ -88,19 +88,25 @@ export async function peerSeenBy(ns: string, ip: string, timeoutS = 3): Promise<
 export class TcpServers {
   readonly #children: ChildProcess[] = [];
   readonly #script: string;
+  readonly #args: readonly string[];
 
-  /** `script`: the Python server each namespace runs (the echo server, or PEER_SERVER). */
-  constructor(script: string = SERVER) {
+  /** `script`: the Python server each namespace runs (the echo server, or PEER_SERVER); `args`: its argv. */
+  constructor(script: string = SERVER, args: readonly string[] = []) {
     this.#script = script;
+    this.#args = args;
   }
 
   /** Starts an echo server in each namespace; resolves when all listen. */
   async start(namespaces: readonly string[]): Promise<void> {
     await Promise.all(
       namespaces.map(async (ns) => {
-        const child = spawn('ip', ['netns', 'exec', ns, '/usr/bin/python3', '-c', this.#script], {
-          stdio: ['ignore', 'pipe', 'ignore'],
-        });
+        const child = spawn(
+          'ip',
+          ['netns', 'exec', ns, '/usr/bin/python3', '-c', this.#script, ...this.#args],
+          {
+            stdio: ['ignore', 'pipe', 'ignore'],
+          },
+        );
         this.#children.push(child);
         let out = '';
         child.stdout?.on('data', (d: Buffer) => {

@@ -49,6 +49,13 @@ const POWERCUT = {
   },
 };
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
+/** The policy compiler's tests: case by case, and against the model of the API documentation. */
+const POLICY = [
+  'test/policy/label-selector.test.js',
+  'test/policy/ip-block.test.js',
+  'test/policy/compile.test.js',
+  'test/policy/compile-model.test.js',
+];
 
 /**
  * Each mutation: what it breaks, the literal edits of the compiled files (under dist/), and the tests
@@ -934,6 +941,243 @@ const MUTATIONS = [
     what: "bandwidth capability: only the spec's lower-case keys read (containerd 1.6's IngressRate ignored: nothing shaped)",
     edits: [['src/cni/bandwidth.js', 'k.toLowerCase() === field.toLowerCase()', 'k === field']],
     tests: ['test/cni/bandwidth.test.js'],
+  },
+  {
+    id: 'policy-selector-notin-as-in',
+    what: 'NetworkPolicy selectors: NotIn read as In (a pod without the key or with another value no longer matches)',
+    edits: [
+      [
+        'src/policy/label-selector.js',
+        'return !has || !req.values.includes(labels[req.key]);',
+        'return has && req.values.includes(labels[req.key]);',
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-selector-exists-ignored',
+    what: 'NetworkPolicy selectors: Exists holds for every object',
+    edits: [
+      [
+        'src/policy/label-selector.js',
+        "case 'Exists':\n            return has;",
+        "case 'Exists':\n            return true;",
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-ipblock-except-dropped',
+    what: 'NetworkPolicy ipBlock: the except is not taken out of the cidr',
+    edits: [['src/policy/ip-block.js', 'subtractRanges([prefixRange(cidr)], holes)', '[prefixRange(cidr)]']],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-named-port-egress-wrong-pod',
+    what: 'NetworkPolicy egress named ports: every destination resolved against the lowest-addressed pod, not its own ports',
+    edits: [['src/policy/compile.js', 'resolve(owner.pod)', 'resolve(this.#index.owner[0].pod)']],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-named-port-ingress-wrong-pod',
+    what: 'NetworkPolicy ingress named ports: resolved against another pod instead of the local (destination) pod',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'this.#resolver(rule.ports)(local)',
+        'this.#resolver(rule.ports)(this.#peerPods.find((p) => p.pod !== local)?.pod ?? local)',
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-no-rules-allows-all',
+    what: 'NetworkPolicy: a selecting policy without rules for the direction (`ingress: []`) allows everything',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'for (const policy of selecting) {',
+        "for (const policy of selecting) { if (policy[direction].length === 0) rules.push({ id: 'mutant', entries: [{ peers: 'any', ports: 'any' }] });",
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-fail-closed-removed',
+    what: 'NetworkPolicy: a pod whose Pod object has not arrived (labels null) is not isolated',
+    edits: [
+      [
+        'src/policy/compile.js',
+        'if (policies.length === 0)\n                return null;',
+        'if (true)\n                return null;',
+      ],
+    ],
+    tests: POLICY,
+  },
+  {
+    id: 'policy-nft-no-established',
+    what: 'NetworkPolicy (Linux bridge): no ct established,related accept first (replies to an isolated pod dropped)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/policy-table.js',
+        "ESTABLISHED_ACCEPT = 'ct state established,related accept'",
+        "ESTABLISHED_ACCEPT = 'counter'",
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-no-isolation-drop',
+    what: 'NetworkPolicy (Linux bridge): an isolated pod that no element allows is not dropped',
+    edits: [['src/datapath/linux-bridge/policy-table.js', '} drop`', '} accept`']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-interval-merge',
+    what: "NetworkPolicy (Linux bridge): a rule's peer ranges merged across the gaps between them (an except's hole passes)",
+    edits: [['src/datapath/linux-bridge/policy-elements.js', 'last.hi + 1n === lo', 'last.hi < lo']],
+    tests: ['test/datapath/linux-bridge-policy.test.js', 'test/datapath/policy-elements.test.js'],
+  },
+  {
+    id: 'nfnetlink-batch-send-buffer',
+    what: 'nf_tables batch: the send buffer is not grown to the batch (a big apply fails with EMSGSIZE)',
+    edits: [
+      ['src/kernel/netlink/nfnetlink-socket.js', 'if (length + 4096 <= this.#sendBuffer)', 'if (true)'],
+    ],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'policy-nft-no-resync',
+    what: 'NetworkPolicy (Linux bridge): after a failed batch the kernel is not read again (sets changed behind its back: every apply fails)',
+    edits: [['src/datapath/linux-bridge/nft-policy-backend.js', '            this.#readInstalled();\n', '']],
+    tests: ['test/datapath/linux-bridge-policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-no-est-pass',
+    what: 'OVS NetworkPolicy: packets of known connections (+est, replies) are judged by the rules again instead of passing (an isolated client gets no replies)',
+    edits: [['src/datapath/ovs/policy-flows.js', 'ct_state=-est-rel+trk,', 'ct_state=-rel+trk,']],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-no-isolated-drop',
+    what: "OVS NetworkPolicy: an isolated pod's drop flow passes instead (isolation without effect)",
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        "addressMatch(ip, own), 'drop')",
+        'addressMatch(ip, own), goto(next))',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-no-port-clause',
+    what: "OVS NetworkPolicy: the conjunction's port dimension dropped (a rule allows every port of its peers)",
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        'const n = 1 + (peers ? 1 : 0) + (ports ? 1 : 0);',
+        'const n = 1 + (peers ? 1 : 0);',
+      ],
+      ['src/datapath/ovs/policy-flows.js', 'if (ports)', 'if (false)'],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'kube-add-waits-for-pod-object',
+    what: 'store kubernetes: ADD waits (up to 20 s, then fails) for the Pod object to reach the pod cache instead of wiring the pod at once',
+    edits: [
+      [
+        'src/agent/cni/cmd-add.js',
+        'podAttached(ctx, att, allocations.map((a) => a.ip));',
+        "for (let i = 0; ctx.pods && att.pod && ctx.pods.pod(...att.pod.split('/')) === undefined; i++) { if (i > 100) throw new Error('no Pod object yet'); await new Promise((r) => setTimeout(r, 200)); } podAttached(ctx, att, allocations.map((a) => a.ip));",
+      ],
+    ],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
+  {
+    id: 'kube-remembered-cidrs-unread',
+    what: 'store kubernetes: the pod CIDRs remembered in node-lease.json are not read when the API server does not answer at start',
+    edits: [
+      [
+        'src/agent/startup/cluster-node.js',
+        'const cached = readCache(o.stateDir, o.nodeName);',
+        "const cached = o.store.description.startsWith('kubernetes') ? undefined : readCache(o.stateDir, o.nodeName);",
+      ],
+    ],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
+  {
+    id: 'kube-pod-decoder-accepts-bad-ip',
+    what: 'pod cache: the Pod decoder accepts a status.podIPs entry that is not an address',
+    edits: [
+      [
+        'src/cluster/kube-pod.js',
+        "const ip = typeof text === 'string' ? normalizeIp(text) : undefined;",
+        "const ip = typeof text === 'string' ? (normalizeIp(text) ?? text) : undefined;",
+      ],
+    ],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
+  {
+    id: 'kube-local-pod-never-filled',
+    what: 'pod cache: a local pod ADDed before its Pod object keeps labels null when the object arrives',
+    edits: [
+      [
+        'src/cluster/kube-pod-cache.js',
+        'if (cached && (uids.length === 0 || uids.includes(cached.uid)))',
+        'if (false)',
+      ],
+    ],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
+  {
+    id: 'kube-relist-touches-unchanged',
+    what: 'Kubernetes relist: every object is emitted as modified, changed or not (a resync after an outage touches every pod)',
+    edits: [['src/kube/reflector.js', 'else if (old.resourceVersion !== entry.resourceVersion) {', 'else {']],
+    tests: ['test/multinode/kube-outage.test.js'],
+  },
+  {
+    id: 'policy-add-no-wait',
+    what: 'NetworkPolicy: ADD does not wait for the apply that includes its pod before the port forwards (the fail-closed window)',
+    edits: [['src/agent/cni/cmd-add.js', 'await policyInForce(ctx,', 'if (false) await policyInForce(ctx,']],
+    tests: ['test/multinode/kube-policy-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-start-drops-adopted-policy',
+    what: "OVS: the datapath's start replaces the whole table without the policy flows it found (an agent restart opens every pod until the first apply)",
+    edits: [
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        'flows.replace(want, { keep: { cookie: POLICY_COOKIE, mask: POLICY_COOKIE_MASK } })',
+        'flows.replace(want)',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy-ovs.test.js'],
+  },
+  {
+    id: 'policy-snapshot-ignored',
+    what: 'NetworkPolicy: an agent started while the API server is away ignores the snapshot of the last known state (every pod isolated)',
+    edits: [
+      [
+        'src/agent/policy/policy-controller.js',
+        'const s = loadSnapshot(stateDir, node);',
+        'const s = undefined;',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy-linux-bridge.test.js'],
+  },
+  {
+    id: 'ovs-replay-forgets-policy',
+    what: "OVS: the replay of the switch's state after ovs-vswitchd restarts leaves the policy flows out (every pod open until the next policy change)",
+    edits: [
+      [
+        'src/datapath/ovs/ovs-datapath.js',
+        ': flows.replace([...want, ...policy]);',
+        ': flows.replace(want);',
+      ],
+    ],
+    tests: ['test/multinode/kube-policy-ovs.test.js'],
   },
   {
     id: 'ippool-write-without-resource-version',

@@ -154,7 +154,7 @@ async function bedUp(o: Options, budgetMs: number, logFile: string): Promise<Bed
     await ready;
   } catch (err) {
     // A bed that fails, or is stopped, removes what it made before it exits.
-    await Promise.race([exited, sleep(5 * 60_000)]);
+    await Promise.race([exited, sleep(5 * 60_000, undefined, { ref: false })]);
     throw new Error(`${(err as Error).message}; see ${logFile}`);
   } finally {
     clearTimeout(timer);
@@ -170,7 +170,12 @@ async function bedDown(bed: Bed, budgetMs: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return true;
   const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
-  const t = await Promise.race([gone.then(() => true), sleep(budgetMs).then(() => false)]);
+  // The budget's timer must not hold the process once the bed is gone (`ref: false`): it kept every
+  // run alive until its --timeout deadline after the teardown (20 minutes of the last CI).
+  const t = await Promise.race([
+    gone.then(() => true),
+    sleep(budgetMs, undefined, { ref: false }).then(() => false),
+  ]);
   return t;
 }
 

@@ -1,7 +1,8 @@
 /**
  * The Kubernetes bed by hand (README, "The Kubernetes bed"):
- *   node dist/bed/k8s/main.js up [--nodes N] [--dual-stack] [--no-podwire] [--ovs] [--extra-images A.tar,B.tar]
- *       brings a cluster up (with podwire installed from deploy/ unless --no-podwire), prints the
+ *   node dist/bed/k8s/main.js up [--nodes N] [--dual-stack] [--no-podwire] [--ovs] [--etcd] [--extra-images A.tar,B.tar]
+ *       brings a cluster up (with podwire installed from deploy/ unless --no-podwire; --etcd: with the
+ *       etcd-tls example as its cluster store, not the Kubernetes API), prints the
  *       kubeconfig and how to run kubectl, writes the state file, and stays until SIGTERM/SIGINT or
  *       `down`, then removes everything;
  *   node dist/bed/k8s/main.js down       stops the running `up` (waits until it has cleaned up);
@@ -75,7 +76,10 @@ async function up(args: string[]): Promise<void> {
     // Written now already: kubectl and down work while podwire installs.
     writeState();
     if (!args.includes('--no-podwire')) {
-      await installPodwire(cluster, { datapath: args.includes('--ovs') ? 'ovs-netdev' : 'linux-bridge' });
+      await installPodwire(cluster, {
+        datapath: args.includes('--ovs') ? 'ovs-netdev' : 'linux-bridge',
+        store: args.includes('--etcd') ? 'etcd' : 'kubernetes',
+      });
     }
   } catch (err) {
     process.stderr.write(`k8s-bed: up failed: ${(err as Error).stack}\n`);
@@ -136,7 +140,7 @@ else if (cmd === 'down') await down();
 else if (cmd === 'kubectl') process.exitCode = kubectl(rest);
 else {
   process.stderr.write(
-    'usage: main.js up [--nodes N] [--dual-stack] [--no-podwire] [--ovs] [--extra-images A.tar,B.tar] | down | kubectl ARGS...\n',
+    'usage: main.js up [--nodes N] [--dual-stack] [--no-podwire] [--ovs] [--etcd] [--extra-images A.tar,B.tar] | down | kubectl ARGS...\n',
   );
   process.exitCode = 2;
 }

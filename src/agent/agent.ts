@@ -18,6 +18,7 @@ import { NetnsHandle } from '../kernel/netns.js';
 import { nftIn } from '../kernel/nft.js';
 import { CniDispatcher } from './cni/cni-dispatch.js';
 import { CniServer } from './cni/cni-server.js';
+import { syncLocalPods } from './cni/local-pods.js';
 import { PodIpam } from './cni/pod-ipam.js';
 import { reconcile } from './cni/reconcile.js';
 import { Scheduler } from './cni/scheduler.js';
@@ -35,6 +36,7 @@ import { MetricsServer } from './ops/metrics-server.js';
 import { openCluster, startMembership } from './startup/cluster-start.js';
 import { startEgress } from './startup/egress-start.js';
 import { startNodeSide } from './startup/node-side.js';
+import { startPolicy } from './startup/policy-start.js';
 import { startPools } from './startup/pool-start.js';
 import { UndoStack } from './undo-stack.js';
 
@@ -137,8 +139,19 @@ export class Agent {
         log,
         cluster: cluster.node,
         egress,
+        pods: clusterOpen.cluster?.store.podCache,
       };
       await reconcile(ctx);
+      // This node's pods in the pod cache from their claims, before any CNI call (decision 47).
+      await syncLocalPods(ctx);
+      // NetworkPolicy in force before any CNI call (decision 49).
+      ctx.policy = await startPolicy(
+        clusterOpen.cluster?.store,
+        datapath,
+        { node: config.cluster?.nodeName ?? '', stateDir: config.stateDir },
+        log,
+        undo,
+      );
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());
       const scheduler = new Scheduler(config.maxParallel, release);

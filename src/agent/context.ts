@@ -1,11 +1,13 @@
 /** What every CNI command handler works with; owned by the `Agent`, which builds and closes it. */
 import type { Announcer } from '../arp/announcer.js';
+import type { PodCache } from '../cluster/kube-pod-cache.js';
 import type { Datapath } from '../datapath/datapath.js';
 import type { Rtnetlink } from '../kernel/netlink/rtnetlink.js';
 import type { NetnsHandle } from '../kernel/netns.js';
 import type { PodIpam } from './cni/pod-ipam.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
+import type { PolicyController } from './policy/policy-controller.js';
 import type { ClusterNode } from './startup/cluster-node.js';
 import type { EgressControl } from './startup/egress-start.js';
 
@@ -26,4 +28,14 @@ export interface AgentContext {
   cluster: ClusterNode | undefined;
   /** The egress masquerade (decision 20); undefined when `egressMasquerade: false`. */
   egress?: EgressControl | undefined;
+  /**
+   * Pods and namespaces from the API server, this node's pods matched to their ADDs (decision 47);
+   * only with `cluster.store: kubernetes`. ADD and DEL tell it synchronously and never wait for it.
+   */
+  pods?: PodCache | undefined;
+  /**
+   * NetworkPolicy (decision 49); only with `cluster.store: kubernetes` and a datapath with a policy
+   * backend. ADD waits for `settled()` before the pod's port forwards.
+   */
+  policy?: PolicyController | undefined;
 }

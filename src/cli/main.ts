@@ -4,6 +4,7 @@ import { arpCommand } from './arp-command.js';
 import { COMMANDS, type Command } from './commands.js';
 import { flowsCommand } from './flows-command.js';
 import { nodeCommand } from './node-command.js';
+import { policyCommand } from './policy-command.js';
 import { poolCommand } from './pool-command.js';
 import { runCli } from './run.js';
 
@@ -12,6 +13,7 @@ const ALL: Record<string, Command> = {
   arp: arpCommand,
   flows: flowsCommand,
   node: nodeCommand,
+  policy: policyCommand,
   pool: poolCommand,
   ...COMMANDS,
 };

@@ -25,6 +25,8 @@ import { KubeApiError } from '../kube/kube-error.js';
 import { type KubeLog, type ObjectMeta, Reflector } from '../kube/reflector.js';
 import { pause } from './backoff.js';
 import { EventQueue } from './event-queue.js';
+import { PodCache } from './kube-pod-cache.js';
+import { PolicyCache } from './kube-policy-cache.js';
 import { KubePoolStore } from './kube-pools.js';
 import { byName, diffNodes, parseNodeRecord } from './node-record.js';
 import {
@@ -131,6 +133,10 @@ export class KubeStore implements ClusterStore {
   readonly #client: KubeClient;
   readonly #nodes: Reflector<NodeRecord>;
   readonly #closed = new AbortController();
+  /** Pods and namespaces (kube-pod-cache.ts), on the same connection as the Nodes. */
+  readonly podCache: PodCache;
+  /** NetworkPolicies (kube-policy-cache.ts), on the same connection. */
+  readonly policyCache: PolicyCache;
   /** IP pools as IPPool objects, when the configuration asks for them (`pools: true`). */
   readonly pools?: KubePoolStore;
 
@@ -147,6 +153,12 @@ export class KubeStore implements ClusterStore {
       decode: nodeFromObject,
       log: o.log ?? (() => undefined),
     });
+    this.podCache = new PodCache({
+      client: this.#client,
+      nodeName: o.nodeName,
+      log: o.log ?? (() => undefined),
+    });
+    this.policyCache = new PolicyCache({ client: this.#client, log: o.log ?? (() => undefined) });
     if (o.pools)
       this.pools = new KubePoolStore({
         client: this.#client,
@@ -155,10 +167,12 @@ export class KubeStore implements ClusterStore {
       });
   }
 
-  /** Starts the Node reflector; an unreachable API server only shows in health(). */
+  /** Starts the Node, Pod, Namespace and NetworkPolicy reflectors (and the IPPool one with `pools`); an unreachable API server only shows in health(). */
   static open(o: KubeStoreOptions): KubeStore {
     const store = new KubeStore(o);
     store.#nodes.start();
+    store.podCache.start();
+    store.policyCache.start();
     store.pools?.start();
     return store;
   }
@@ -172,8 +186,10 @@ export class KubeStore implements ClusterStore {
     throwIfAborted(this.#closed.signal, `${this.description}: closed`);
     if (this.#nodes.synced) return;
     const signal = opts.signal;
+    // Not through an outage: the first failed list says there is no answer (the remembered pod CIDRs
+    // stand in at start, cluster-node.ts), as an unreachable etcd does.
     await Promise.race([
-      this.#nodes.waitSynced(),
+      this.#nodes.waitAttempted(),
       new Promise<void>((resolve) => {
         if (signal?.aborted) resolve();
         signal?.addEventListener('abort', () => resolve(), { once: true });
@@ -340,14 +356,22 @@ export class KubeStore implements ClusterStore {
     }
   }
 
+  /** Unhealthy when any of the watches (Nodes, Pods, Namespaces) is, the first one named. */
   health(): StoreHealth {
-    return this.#nodes.health();
+    const nodes = this.#nodes.health();
+    if (!nodes.ok) return { ...nodes, error: `nodes: ${nodes.error ?? 'unknown'}` };
+    const pods = this.podCache.health();
+    return pods.ok ? nodes : pods;
   }
 
   async close(): Promise<void> {
     this.#closed.abort();
-    await this.#nodes.stop();
-    await this.pools?.stop();
+    await Promise.all([
+      this.#nodes.stop(),
+      this.podCache.stop(),
+      this.policyCache.stop(),
+      this.pools?.stop(),
+    ]);
     this.#client.close();
   }
 }

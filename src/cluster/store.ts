@@ -16,6 +16,8 @@
  * `storeFailure` tells a failure for want of an answer from an answer that refuses.
  */
 import { type PodwireError, StoreError } from '../base/errors.js';
+import type { PodCache } from './kube-pod-cache.js';
+import type { PolicyCache } from './kube-policy-cache.js';
 import type { PoolStore } from './pool-store.js';
 
 /** One node of the cluster. Optional fields may be added; readers ignore fields they do not know. */
@@ -125,6 +127,11 @@ export interface ClusterStore {
 
   /** IP pools and their cluster-wide claims; undefined for a store without transactions (the file). */
   readonly pools?: PoolStore;
+
+  /** Pods and namespaces of the cluster (store kubernetes only), for NetworkPolicy. */
+  readonly podCache?: PodCache;
+  /** NetworkPolicies of the cluster (store kubernetes only); its health is not the store's. */
+  readonly policyCache?: PolicyCache;
 
   /** Records the store holds that are not valid (skipped, each version counted once); where the store counts them. */
   readonly invalidRecords?: number;

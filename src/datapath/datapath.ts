@@ -3,6 +3,7 @@
  * configures the pod side; a datapath attaches the host end and owns everything node-side (bridge,
  * gateway, flows). Every implementation passes test/datapath/compliance.ts.
  */
+import type { PolicyBackend } from './policy-backend.js';
 
 export interface GatewayAddress {
   family: 4 | 6;
@@ -109,6 +110,11 @@ export interface Datapath {
    * lost, by connection, and replays of the whole wanted state after the switch came back.
    */
   switchCounters?(): { reconnects: Record<string, number>; replays: number; replayedFlows: number };
+  /**
+   * NetworkPolicy's backend for this datapath (policy-backend.ts), made once, after `start()`; absent
+   * where the datapath has none.
+   */
+  policyBackend?(): PolicyBackend;
   /** Releases the datapath's own resources; leaves the node-side objects so running pods keep working. */
   stop(): Promise<void>;
 }

@@ -66,6 +66,8 @@ export const SOCK_CLOEXEC = 0o2000000;
 export const SOL_SOCKET = 1;
 export const SO_SNDBUF = 7;
 export const SO_RCVBUF = 8;
+/** Like SO_SNDBUF, past net.core.wmem_max (CAP_NET_ADMIN). */
+export const SO_SNDBUFFORCE = 32;
 export const SO_RCVTIMEO = 20;
 export const SOL_NETLINK = 270;
 export const NETLINK_EXT_ACK = 11;

@@ -78,6 +78,14 @@ export function objectKey(meta: { name: string; namespace?: string }): string {
   return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
 }
 
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = (): void => undefined;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
 function metaOf(object: unknown): ObjectMeta {
   const m = (object as { metadata?: Record<string, unknown> } | null)?.metadata;
   if (typeof m !== 'object' || m === null) throw new Error('no metadata');
@@ -110,14 +118,13 @@ export class Reflector<T> {
   readonly #reported = new Map<string, string>();
   #running: Promise<void> | undefined;
   #synced: { promise: Promise<void>; resolve: () => void };
+  /** Settled by the first list, or the first failure before it: someone waiting may stop waiting. */
+  #attempted: { promise: Promise<void>; resolve: () => void };
 
   constructor(opts: ReflectorOptions<T>) {
     this.#opts = opts;
-    let resolve = (): void => undefined;
-    const promise = new Promise<void>((r) => {
-      resolve = r;
-    });
-    this.#synced = { promise, resolve };
+    this.#synced = deferred();
+    this.#attempted = deferred();
   }
 
   /** For logs: the collection and its selectors. */
@@ -138,6 +145,15 @@ export class Reflector<T> {
   /** Resolves once the first list is in the cache, or when the reflector stops. */
   waitSynced(): Promise<void> {
     return this.#synced.promise;
+  }
+
+  /**
+   * Resolves once the first list is in the cache, or the first attempt has failed (the API server
+   * unreachable: `health()` says why), or the reflector stops: a caller that must not wait through an
+   * outage (the pod CIDRs at start, remembered on disk) learns at once that there is no answer.
+   */
+  waitAttempted(): Promise<void> {
+    return this.#attempted.promise;
   }
 
   get(key: string): T | undefined {
@@ -173,7 +189,10 @@ export class Reflector<T> {
 
   start(): void {
     if (this.#running) return;
-    this.#running = this.#loop().finally(() => this.#synced.resolve());
+    this.#running = this.#loop().finally(() => {
+      this.#synced.resolve();
+      this.#attempted.resolve();
+    });
   }
 
   /** Idempotent; ends the watch and resolves when the loop has returned. The cache stays readable. */
@@ -224,6 +243,7 @@ export class Reflector<T> {
         const message = err instanceof Error ? err.message : String(err);
         if (this.#health.ok) this.#opts.log('kube-watch-failed', { what: this.what, error: message });
         this.#health.markDown(message);
+        this.#attempted.resolve();
         await pause(backoff.next(), signal);
       }
     }
@@ -272,6 +292,7 @@ export class Reflector<T> {
     this.#rv = rv;
     this.#health.markOk();
     this.#synced.resolve();
+    this.#attempted.resolve();
     this.#opts.log('kube-listed', { what: this.what, objects: this.#cache.size, resourceVersion: rv });
   }
 

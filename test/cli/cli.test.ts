@@ -74,8 +74,21 @@ describe('podwire CLI', () => {
     assert.deepEqual(node.claims(), []);
   });
 
+  // A single node (no cluster store): no NetworkPolicy is read, and the command says why.
+  test('policy without store kubernetes: not enforced, and why; a --pod that is not NS/NAME is refused', async () => {
+    const r = await cli('policy');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(
+      r.stdout,
+      'NetworkPolicy: not enforced on this node (cluster.store is not kubernetes: no NetworkPolicy is read)\n',
+    );
+    const bad = await cli('policy', '--pod', 'frontend-1');
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /--pod frontend-1: give the pod as NAMESPACE\/NAME/);
+  });
+
   test('--help on every command; unknown command and option are usage errors', async () => {
-    for (const c of ['agent', 'status', 'pods', 'ipam', 'gc']) {
+    for (const c of ['agent', 'status', 'pods', 'ipam', 'gc', 'policy']) {
       const r = await run(CLI, [c, '--help']);
       assert.equal(r.code, 0);
       assert.match(r.stdout, new RegExp(`usage: podwire ${c}`));

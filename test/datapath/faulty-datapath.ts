@@ -3,6 +3,7 @@
  * fault-injecting seam fake of test/agent/add-rollback.test.ts). Op names: "datapath.METHOD".
  */
 import type { Datapath, DatapathStatus, PodPort, UplinkPort } from '../../src/datapath/datapath.js';
+import type { PolicyBackend } from '../../src/datapath/policy-backend.js';
 import type { FaultPlan } from '../agent/fault/fault-plan.js';
 
 export class FaultyDatapath implements Datapath {
@@ -13,6 +14,8 @@ export class FaultyDatapath implements Datapath {
   readonly dropCounters?: () => Promise<Array<{ guard: string; packets: number }>>;
   /** Only when the real datapath opens ports ahead (OVS); synchronous, so "before" and "after" only. */
   readonly openPort?: (port: PodPort) => void;
+  /** Only when the real datapath has one: its policy backend, with "policy.apply" through the plan. */
+  readonly policyBackend?: () => PolicyBackend;
 
   constructor(inner: Datapath, plan: FaultPlan) {
     this.#inner = inner;
@@ -22,6 +25,21 @@ export class FaultyDatapath implements Datapath {
     const openPort = inner.openPort?.bind(inner);
     if (openPort)
       this.openPort = (port) => plan.wrapSync('datapath.openPort', 'ERR_DATAPATH', () => openPort(port));
+    const policyBackend = inner.policyBackend?.bind(inner);
+    if (policyBackend) {
+      let wrapped: PolicyBackend | undefined;
+      this.policyBackend = () => {
+        if (wrapped) return wrapped;
+        const real = policyBackend();
+        wrapped = {
+          start: () => real.start(),
+          apply: (pods) => plan.wrap('policy.apply', 'ERR_DATAPATH', () => real.apply(pods)),
+          counters: () => real.counters(),
+          remove: () => real.remove(),
+        };
+        return wrapped;
+      };
+    }
   }
 
   get kind(): string {

@@ -21,6 +21,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { parseDocument } from 'yaml';
 import { must, run } from '../../bed/exec.js';
 import { NamespaceSet } from '../../bed/namespaces.js';
 import { parseAgentConfig } from '../../src/agent/config.js';
@@ -101,6 +102,14 @@ function bed(opts: { conflist?: string; token?: string } = {}): Bed {
 const install = (b: Bed, env: NodeJS.ProcessEnv) =>
   run(process.execPath, [SCRIPT], { env: { ...b.env, ...env } });
 
+/** An agent.yaml without its cluster: section (and the keys that only go with one): one node on its own. */
+function withoutCluster(agentYaml: string): string {
+  const doc = parseDocument(agentYaml);
+  for (const key of ['cluster', 'uplink', 'trafficMode', 'nodeName']) doc.delete(key);
+  assert.equal(parseAgentConfig(`${doc}podCIDRs: ["10.244.3.0/24"]\n`).cluster, undefined);
+  return doc.toString();
+}
+
 /** Every file under the bed's output directories. */
 function installed(b: Bed): string[] {
   return ['out', 'bin', 'net'].flatMap((d) => readdirSync(b.path(d)).map((f) => `${d}/${f}`)).sort();
@@ -118,7 +127,14 @@ describe('install-cni.mjs', () => {
       assert.equal(r.code, 0, r.stderr);
       assert.deepEqual(requests, ['/api/v1/nodes/node-a']);
       const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
-      assert.deepEqual(rendered, { ...parseAgentConfig(AGENT_YAML), podCIDRs: nodes['node-a']?.podCIDRs });
+      // With deploy/'s cluster: section, the agent's nodeName becomes the Node's too (not the host name).
+      const shipped = parseAgentConfig(AGENT_YAML);
+      assert.ok(shipped.cluster);
+      assert.deepEqual(rendered, {
+        ...shipped,
+        podCIDRs: nodes['node-a']?.podCIDRs,
+        cluster: { ...shipped.cluster, nodeName: 'node-a' },
+      });
       assert.equal(readFileSync(b.path('bin/podwire'), 'utf8'), readFileSync(b.path('relay'), 'utf8'));
       assert.equal(statSync(b.path('bin/podwire')).mode & 0o777, 0o755);
       for (const p of CHAINED) {
@@ -215,16 +231,17 @@ describe('install-cni.mjs', () => {
     }
   });
 
+  // deploy/'s ConfigMap writes no podCIDRs (they are each Node's); a single node on its own may.
   test('mode config: the ConfigMap podCIDRs as written, no API call', async () => {
     const b = bed();
     try {
+      writeFileSync(b.path('in/agent.yaml'), `${withoutCluster(AGENT_YAML)}podCIDRs: ["10.244.3.0/24"]\n`);
       const r = await install(b, { PODWIRE_POD_CIDRS: 'config' });
       assert.equal(r.code, 0, r.stderr);
       assert.deepEqual(requests, []);
-      assert.deepEqual(
-        parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8')).podCIDRs,
-        parseAgentConfig(AGENT_YAML).podCIDRs,
-      );
+      assert.deepEqual(parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8')).podCIDRs, [
+        '10.244.3.0/24',
+      ]);
     } finally {
       rmSync(b.dir, { recursive: true, force: true });
     }
@@ -430,20 +447,25 @@ describe('install-cni.mjs: the uplink from the Node', () => {
 
   // Depends on nodeUplink (install-cni.mjs): the old installer kept the ConfigMap's one uplink for
   // every node (eth0 here, which this namespace does not have).
-  test("PODWIRE_UPLINK=node: uplink is the interface holding the Node's InternalIP", async () => {
-    const b = bed({ conflist: ETCD_TLS.data['10-podwire.conflist'] });
-    try {
-      writeFileSync(b.path('in/agent.yaml'), ETCD_TLS.data['agent.yaml'] as string);
-      const r = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
-      assert.equal(r.code, 0, r.stderr);
-      const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
-      assert.equal(rendered.cluster?.uplink, 'ul7');
-      assert.deepEqual(rendered.podCIDRs, ['10.244.7.0/24']);
-      assert.match(r.stderr, /"msg":"uplink from the node".*"uplink":"ul7"/);
-    } finally {
-      rmSync(b.dir, { recursive: true, force: true });
-    }
-  });
+  for (const [name, cm] of [
+    ['deploy/configmap.yaml (store kubernetes)', configMap],
+    ['deploy/etcd-tls/', ETCD_TLS],
+  ] as const) {
+    test(`PODWIRE_UPLINK=node: uplink is the interface holding the Node's InternalIP, ${name}`, async () => {
+      const b = bed({ conflist: cm.data['10-podwire.conflist'] });
+      try {
+        writeFileSync(b.path('in/agent.yaml'), cm.data['agent.yaml'] as string);
+        const r = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
+        assert.equal(r.code, 0, r.stderr);
+        const rendered = parseAgentConfig(readFileSync(b.path('out/agent.yaml'), 'utf8'));
+        assert.equal(rendered.cluster?.uplink, 'ul7');
+        assert.deepEqual(rendered.podCIDRs, ['10.244.7.0/24']);
+        assert.match(r.stderr, /"msg":"uplink from the node".*"uplink":"ul7"/);
+      } finally {
+        rmSync(b.dir, { recursive: true, force: true });
+      }
+    });
+  }
 
   // Depends on the nodeName step (install-cni.mjs): without it every agent registered in the store
   // under the host name, and two nodes of one host (the Kubernetes bed's) were one node to etcd.
@@ -479,7 +501,7 @@ describe('install-cni.mjs: the uplink from the Node', () => {
       );
       assert.deepEqual(installed(b), []);
       // Without a cluster: section there is no uplink to set.
-      writeFileSync(b.path('in/agent.yaml'), AGENT_YAML);
+      writeFileSync(b.path('in/agent.yaml'), withoutCluster(AGENT_YAML));
       const single = await installIn(b, { NODE_NAME: 'node-ul7', PODWIRE_UPLINK: 'node' });
       assert.equal(single.code, 1);
       assert.match(single.stderr, /PODWIRE_UPLINK=node: agent\.yaml has no cluster: section/);

@@ -3,10 +3,10 @@
  * the Kubernetes schema (kubernetes-models) and holds no field the API does not define; the agent
  * configuration parses with the agent's own parser and the conflist with the CNI layer's; the socket,
  * state and netns paths the agent uses are the host's, mounted; both containers run one image; the
- * RBAC grants what the agent reads and nothing more; the Dockerfile copies files that exist.
+ * RBAC grants what the agent and its installer call and nothing more; the Dockerfile copies files that exist.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { describe, test } from 'node:test';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
@@ -101,9 +101,21 @@ describe('deploy/ against the Kubernetes schema', () => {
 describe('deploy/ against podwire', () => {
   const config = parseAgentConfig(agentYaml);
 
-  test("the ConfigMap's agent.yaml parses with the agent's own parser", () => {
+  test("the ConfigMap's agent.yaml parses with the agent's own parser: the Kubernetes API as the cluster store", () => {
     assert.equal(config.datapath, 'linux-bridge');
-    assert.ok(config.podCIDRs.length >= 1);
+    // In-cluster (the pod's service account), not a kubeconfig file.
+    assert.deepEqual(config.cluster?.store, { store: 'kubernetes' });
+    assert.equal(config.cluster?.trafficMode, 'encap');
+    // No pool to lease from and no pod CIDRs of its own: every node's are its Node's spec.podCIDRs,
+    // which the installer writes (PODWIRE_POD_CIDRS=node); one ConfigMap for every node.
+    assert.equal(config.cluster?.pool, undefined);
+    assert.deepEqual(config.podCIDRs, []);
+    // So the DaemonSet must render them per node, and the uplink (the InternalIP's interface) too.
+    const env = (name: string) => init.env?.find((e) => e.name === name)?.value;
+    assert.equal(env('PODWIRE_POD_CIDRS'), 'node');
+    assert.equal(env('PODWIRE_UPLINK'), 'node');
+    // Peers' pod CIDRs come from the store, so no hand-written list of what not to masquerade.
+    assert.deepEqual(config.noMasqueradeCIDRs, []);
   });
 
   test('the conflist is valid for the CNI layer: podwire with the agent socket and the bandwidth capability, then portmap', () => {
@@ -224,7 +236,7 @@ describe('deploy/ against podwire', () => {
     assert.match(installer, /env\('PODWIRE_PLUGINS', 'replace'\)/);
   });
 
-  test('RBAC: the pod runs as the ServiceAccount bound to a ClusterRole reading nodes and IP pools, writing only pool status', () => {
+  test('RBAC: the pod runs as the ServiceAccount bound to a ClusterRole with what the agent and installer call, nothing more', () => {
     const sa = findOne(manifests, 'ServiceAccount');
     const role = findOne<
       K8sObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }
@@ -245,11 +257,45 @@ describe('deploy/ against podwire', () => {
     assert.deepEqual(binding.subjects, [
       { kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace },
     ]);
+    // Nodes: get (the installer's GET of its own Node; the store's GET before its patch), list and
+    // watch (the store's reflector), patch (the podwire.io/node annotation on its own Node).
+    // Pods and Namespaces: list and watch only (the pod cache's reflectors, decision 47): no GET of
+    // one object anywhere. NetworkPolicies: list and watch (the policy cache, decision 49). IPPools:
+    // get (a fresh read before answering "taken" or "no such pool"), list and watch (the pool cache),
+    // and a patch of their status only (the claims, decision 48), never of a pool's spec. No write
+    // but the patches.
     assert.deepEqual(role.rules, [
-      { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
+      { apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['list', 'watch'] },
+      { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['list', 'watch'] },
       { apiGroups: ['podwire.io'], resources: ['ippools'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['podwire.io'], resources: ['ippools/status'], verbs: ['patch'] },
     ]);
+    // Every collection a reflector of the agent's lists and watches is among them (a new watch
+    // without its rule would fail only on a real cluster, with 403 in the agent's log): each path
+    // given as a reflector's `path: '...'` or as a `..._PATH = '...'` constant (kube-pools.ts), of
+    // any version (IPPools are podwire.io/v1alpha1).
+    const srcDir = join(dirname(DEPLOY_DIR), 'src', 'cluster');
+    const watched = readdirSync(srcDir)
+      .filter((f) => f.endsWith('.ts'))
+      .flatMap((f) => [
+        ...readFileSync(join(srcDir, f), 'utf8').matchAll(
+          /(?:path: |_PATH = )'\/(?:api|apis\/([a-z0-9.]+))\/v[0-9]+(?:(?:alpha|beta)[0-9]+)?\/([a-z]+)'/g,
+        ),
+      ])
+      .map((m) => `${m[1] ?? ''}/${m[2] as string}`);
+    assert.deepEqual([...new Set(watched)].sort(), [
+      '/namespaces',
+      '/nodes',
+      '/pods',
+      'networking.k8s.io/networkpolicies',
+      'podwire.io/ippools',
+    ]);
+    for (const key of watched) {
+      const [group, resource] = key.split('/') as [string, string];
+      const rule = role.rules.find((r) => r.apiGroups.includes(group) && r.resources.includes(resource));
+      assert.ok(rule?.verbs.includes('list') && rule.verbs.includes('watch'), key);
+    }
   });
 
   test('the Dockerfile copies files that exist, to the paths the DaemonSet runs', () => {

@@ -1,7 +1,9 @@
 /**
  * podwire on a real Kubernetes cluster with OVS on its userspace datapath (issue 26, part f): the
  * DaemonSet's ovs container runs Open vSwitch (`datapath: ovs`, `ovsDatapathType: netdev` in the
- * ConfigMap: this machine has no openvswitch module), then part a again; the teardown leaves nothing.
+ * ConfigMap: this machine has no openvswitch module), with the etcd-tls example's cluster store (an etcd
+ * of podwire's, the option deploy/etcd-tls/ documents; or the Kubernetes API, PODWIRE_K8S_OVS_STORE),
+ * then part a again; the teardown leaves nothing.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -10,6 +12,12 @@ import { installPodwire } from '../../bed/k8s/podwire-install.js';
 import { execPod, pods, UnderlayHost } from '../../bed/k8s/workloads.js';
 import { type MachineState, machineState, processesNaming } from './leftovers.js';
 import { podBasics } from './pod-basics.js';
+
+/**
+ * etcd by default: the Linux bridge file runs deploy/ as it is (the Kubernetes API), this one keeps the
+ * etcd-tls example tried on a real cluster. PODWIRE_K8S_OVS_STORE=kubernetes runs OVS on deploy/'s default.
+ */
+const STORE = process.env.PODWIRE_K8S_OVS_STORE === 'kubernetes' ? 'kubernetes' : 'etcd';
 
 let cluster: KubeCluster;
 let host: UnderlayHost;
@@ -20,7 +28,7 @@ describe('podwire on a Kubernetes cluster, OVS userspace datapath', { timeout: 1
     before0 = machineState();
     cluster = new KubeCluster({ nodes: 2 });
     await cluster.setup();
-    await installPodwire(cluster, { datapath: 'ovs-netdev' });
+    await installPodwire(cluster, { datapath: 'ovs-netdev', store: STORE });
     host = await new UnderlayHost(cluster).setup();
   });
 

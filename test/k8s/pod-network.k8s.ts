@@ -1,7 +1,10 @@
 /**
  * podwire on a real Kubernetes cluster (issue 26; bed/k8s/): two nodes, each with containerd, a
- * kubelet and kube-proxy, podwire installed from deploy/ with the etcd-tls example, driven through
+ * kubelet and kube-proxy, podwire installed from deploy/ as it is (the Kubernetes API as its cluster
+ * store: no etcd of podwire's), driven through
  * kubectl and the API only. In order: pod addresses and pod traffic; Services through kube-proxy;
+ * hostPort and bandwidth; pods kept through restarts; the DaemonSet away and back; a Node deleted
+ * (the other node's route and FDB entries towards it go, read in its namespace through the bed);
  * then the teardown leaves nothing on the machine.
  */
 import assert from 'node:assert/strict';
@@ -41,6 +44,35 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
   after(async () => {
     await host?.cleanup();
     await cluster?.cleanup();
+  });
+
+  // The default install: no etcd of podwire's. Each agent published itself on its own Node, the one
+  // write its RBAC allows, and reads its peers from the other Nodes.
+  test("every agent's cluster store is the Kubernetes API: its Node carries the podwire.io/node annotation", async () => {
+    for (const a of await pods(cluster, 'app.kubernetes.io/name=podwire', 'kube-system')) {
+      const cfg = await execPod(cluster, a.name, ['cat', '/etc/podwire/agent.yaml'], 'kube-system', 'agent');
+      assert.equal(cfg.code, 0, cfg.stderr);
+      assert.match(cfg.stdout, /^\s+store: kubernetes$/m, `${a.node}: ${cfg.stdout}`);
+      assert.match(cfg.stdout, new RegExp(`^nodeName: ${a.node}$`, 'm'));
+    }
+    const secret = await cluster.kubectl(['-n', 'kube-system', 'get', 'secret', 'podwire-etcd']);
+    assert.notEqual(secret.code, 0, 'no Secret podwire-etcd: the etcd-tls example is not installed');
+    for (const n of cluster.nodes) {
+      let published: { underlayIP?: string; vtepMac?: string } = {};
+      await waitFor(async () => {
+        const text = await cluster.kubectlOk([
+          'get',
+          'node',
+          n.name,
+          '-o',
+          'jsonpath={.metadata.annotations.podwire\\.io/node}',
+        ]);
+        published = text.trim() === '' ? {} : (JSON.parse(text) as typeof published);
+        return published.underlayIP !== undefined;
+      });
+      assert.equal(published.underlayIP, n.ip, n.name);
+      assert.match(published.vtepMac ?? '', /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/, n.name);
+    }
   });
 
   podBasics(() => ({ cluster, host }));
@@ -322,6 +354,57 @@ describe('podwire on a Kubernetes cluster', { timeout: 1_800_000 }, () => {
       await waitRollout(cluster);
       await waitFor(async () => (await pods(cluster, 'app=late')).length === 1, 240_000);
       await cluster.kubectlOk(['delete', 'pod', 'late', '--wait=true']);
+    });
+  });
+
+  // Last before the teardown: node-1 does not come back (its kubelet registers only at its start).
+  describe('f. a Node deleted: the other node forgets its pods (the Kubernetes API as the cluster store)', () => {
+    const VXLAN = 'podwire-vxlan';
+
+    /** What node-0's kernel holds towards `peer`: routes to its pod CIDR, FDB entries to its address. */
+    async function towards(peer: { ip: string; cidr: string }): Promise<{ routes: number; fdb: number }> {
+      const n0 = cluster.nodes[0] as KubeNode;
+      const r = await n0.exec(['ip', '-j', 'route', 'show', 'exact', peer.cidr]);
+      assert.equal(r.code, 0, r.stderr);
+      const f = await n0.exec(['bridge', '-j', 'fdb', 'show', 'dev', VXLAN]);
+      assert.equal(f.code, 0, f.stderr);
+      const routes = (JSON.parse(r.stdout || '[]') as { dev?: string }[]).filter((x) => x.dev === VXLAN);
+      const fdb = (JSON.parse(f.stdout || '[]') as { dst?: string }[]).filter((x) => x.dst === peer.ip);
+      return { routes: routes.length, fdb: fdb.length };
+    }
+
+    test('kubectl delete node node-1, its pods gone: node-0 removes the route to its pod CIDR and its FDB entries', async () => {
+      const n1 = cluster.nodes[1] as KubeNode;
+      const peer = {
+        ip: n1.ip,
+        cidr: (await cluster.kubectlOk(['get', 'node', n1.name, '-o', 'jsonpath={.spec.podCIDR}'])).trim(),
+      };
+      assert.ok(ipv4InCidr(peer.cidr.split('/')[0] as string, '10.244.0.0/16'), peer.cidr);
+      // Before: the peer is programmed (so the check below can fail).
+      const programmed = await towards(peer);
+      assert.ok(programmed.routes === 1 && programmed.fdb >= 1, JSON.stringify(programmed));
+      await cluster.kubectlOk(['delete', 'node', n1.name, '--wait=true']);
+      // Its pods leave the API too (the pod GC would, later): what was scheduled there is gone.
+      // biome-ignore format: flag/value pairs
+      await cluster.kubectlOk([
+        'delete', 'pods', '--all-namespaces', '--field-selector', `spec.nodeName=${n1.name}`,
+        '--force', '--grace-period=0',
+      ]);
+      let last = { routes: -1, fdb: -1 };
+      await waitFor(
+        async () => {
+          last = await towards(peer);
+          return last.routes === 0 && last.fdb === 0;
+        },
+        120_000,
+        `node-0 forgets ${n1.name} (${peer.cidr} via ${peer.ip})`,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+      });
+      // node-0's own pods still answer each other.
+      const web = (await pods(cluster, 'app=web')).filter((p) => p.node === 'node-0');
+      const [a, b] = web;
+      if (a && b) assert.equal(await podGet(cluster, a.name, `http://${b.ip}:8080/hostname`), b.name);
     });
   });
 

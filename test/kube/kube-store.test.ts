@@ -32,6 +32,7 @@ describe('KubeStore: Node objects as the cluster store, a real kube-apiserver', 
   before(async () => {
     server = await KubeApiServer.start();
     admin = adminClient(server);
+    await server.grantAgentReads('system:nodes');
     await server.apply(
       nodeObject('n1', { podCIDRs: ['10.250.1.0/24'] }),
       nodeObject('n2', { podCIDRs: ['10.250.2.0/24'] }),
@@ -67,6 +68,8 @@ describe('KubeStore: Node objects as the cluster store, a real kube-apiserver', 
         { name: 'n2', underlayIP: '172.30.0.2', podCIDRs: ['10.250.2.0/24'] },
       ],
     );
+    // healthy once every watch has listed: the Nodes above, and the Pods and Namespaces (decision 47)
+    await store.podCache.waitSynced();
     assert.ok(store.health().ok);
     // (1.20 keeps one pod CIDR per Node unless its IPv6DualStack feature gate is on)
     assert.deepEqual(await store.leasePodCIDRs('n1', { clusterCIDRs: [], nodeCIDRMaskSize: {} }), [

@@ -30,6 +30,7 @@ import type { Logger } from '../log.js';
 import { UndoStack } from '../undo-stack.js';
 import { attachmentKey, HOST_VETH_GROUP, hostVethAlias, hostVethName } from './host-veth.js';
 import { hostVethTakesNothing } from './host-veth-sysctls.js';
+import { podAttached, podDetached } from './local-pods.js';
 import { configurePodInterface, waitCanTransmit } from './pod-interface.js';
 import { podRoutes, type RouteConf } from './pod-routes.js';
 import { podIgnoresRouterAdvertisements } from './pod-sysctls.js';
@@ -40,6 +41,8 @@ const EEXIST = 17;
 /** The attachment ADD works on, with the pod it is for when the runtime said ("namespace/name"). */
 export interface AddTarget extends Attachment {
   pod: string | undefined;
+  /** CNI_ARGS K8S_POD_UID, when the runtime sent it (the pod cache tells a re-created namesake by it). */
+  podUid?: string | undefined;
   /** The IP pool the pod draws from; undefined: the node's pod CIDRs. */
   pool?: PoolRequest | undefined;
   /** The CNI network name (the configuration's `name`): recorded with the claims and on the host veth. */
@@ -142,6 +145,12 @@ export async function cmdAdd(
       ethtool.setTxChecksumming(att.ifname, false);
     }
     t.mark('pod');
+    // The pod in the pod cache's view now, whatever the API server has delivered (decision 47), and
+    // its NetworkPolicy in force before its port forwards one frame (decision 49).
+    podAttached(ctx, att, port.podIps);
+    undo.push('pod cache', () => podDetached(ctx, att));
+    await policyInForce(ctx, `${att.pod ?? att.containerId}`);
+    t.mark('policy');
     if (!datapath.openPort) undoAttach();
     await datapath.attachPort(port);
     // The ingress limit, a TBF as the host veth's root qdisc, once the port is attached: ovs-vswitchd,
@@ -240,4 +249,36 @@ function buildResult(
     routes,
     dns: {},
   };
+}
+
+/** The longest an ADD waits for the apply that brings its pod under NetworkPolicy. */
+const POLICY_WAIT_MS = 20_000;
+
+/** Resolves once the datapath enforces the pod's NetworkPolicy (or there is none to enforce on this node). */
+async function policyInForce(ctx: AgentContext, pod: string): Promise<void> {
+  const policy = ctx.policy;
+  if (!policy) return;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      policy.settled().catch((err: unknown) => {
+        throw new NotAvailableError(
+          `ADD refused: NetworkPolicy for ${pod} could not be put in force: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new NotAvailableError(
+                `ADD refused: NetworkPolicy for ${pod} not in force within ${POLICY_WAIT_MS / 1000} s (policy apply: ${policy.lastError ?? 'still running'})`,
+              ),
+            ),
+          POLICY_WAIT_MS,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

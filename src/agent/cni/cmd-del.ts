@@ -19,6 +19,7 @@ import { removePodIfb } from '../../datapath/pod-bandwidth.js';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
 import { attachmentKey, hostVethName, networkOfAlias } from './host-veth.js';
+import { podDetached } from './local-pods.js';
 import { StepTimer } from './step-timer.js';
 
 /** Resolves false when the attachment is another network's and nothing was deleted. */
@@ -46,6 +47,7 @@ export async function cmdDel(
   await ctx.datapath.isolatePort(hostName);
   t.mark('datapath');
   const released = await ctx.ipam.release(att);
+  podDetached(ctx, att);
   t.mark('ipam');
   answer();
   let removedVeth: boolean;

@@ -105,7 +105,15 @@ export class CniDispatcher {
         const result = await this.#scheduler.run(attachmentKey(att.containerId, att.ifname), () =>
           cmdAdd(
             ctx,
-            { ...att, pod, pool, network: conf.name, routeConf: conf, bandwidth },
+            {
+              ...att,
+              pod,
+              podUid: env.args.get('K8S_POD_UID'),
+              pool,
+              network: conf.name,
+              routeConf: conf,
+              bandwidth,
+            },
             netns,
             log.child({ containerId: att.containerId, ifname: att.ifname, pod }),
           ),

@@ -3,6 +3,7 @@
 import { podMac } from '../../base/pod-mac.js';
 import { attachmentKey } from '../../ipam/store.js';
 import { hostVethName } from '../cni/host-veth.js';
+import { syncLocalPods } from '../cni/local-pods.js';
 import { reconcile } from '../cni/reconcile.js';
 import type { Scheduler } from '../cni/scheduler.js';
 import type { AgentContext } from '../context.js';
@@ -35,9 +36,17 @@ export function controlMethods(
     ['ipam', () => ipamUsage(ctx)],
     [
       'gc',
-      async () =>
-        reconcile(ctx, { serial: (key, fn) => scheduler.run(key, fn), busy: () => scheduler.activeKeys() }),
+      async () => {
+        const report = await reconcile(ctx, {
+          serial: (key, fn) => scheduler.run(key, fn),
+          busy: () => scheduler.activeKeys(),
+        });
+        await syncLocalPods(ctx);
+        return report;
+      },
     ],
+    ['podCache', async () => podCache(ctx)],
+    ['policy', async () => policy(ctx)],
     ['identities', async () => nodeIdentities(ctx)],
   ]);
 }
@@ -122,4 +131,48 @@ async function ipamUsage(ctx: AgentContext): Promise<IpamRow[]> {
       .filter((c) => c.rangeId === r.rangeId)
       .map((c) => ({ ip: c.ip, file: c.where, reason: c.reason })),
   }));
+}
+
+/** The pod cache (store kubernetes): what the NetworkPolicy code will read, for tests and operators. */
+function podCache(ctx: AgentContext) {
+  const cache = ctx.pods;
+  if (!cache) return { enabled: false };
+  const byKey = (a: { namespace: string; name: string }, b: { namespace: string; name: string }) =>
+    `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`);
+  return {
+    enabled: true,
+    synced: cache.synced,
+    health: cache.health(),
+    resourceVersions: cache.resourceVersions(),
+    invalidObjects: cache.invalidObjects,
+    changes: cache.changes,
+    stats: cache.stats(),
+    pods: cache.pods().sort(byKey),
+    localPods: cache.localPods().sort(byKey),
+    namespaces: cache.namespaces().sort((a, b) => a.name.localeCompare(b.name)),
+  };
+}
+
+/** NetworkPolicy on this node (`podwire policy`): each local pod's compiled policy and the datapath's counters. */
+async function policy(ctx: AgentContext) {
+  const controller = ctx.policy;
+  if (!controller) {
+    return {
+      enabled: false,
+      reason: ctx.pods
+        ? `the ${ctx.datapath.kind} datapath has no policy backend`
+        : 'cluster.store is not kubernetes: no NetworkPolicy is read',
+    };
+  }
+  const counters = await controller.counters();
+  return {
+    enabled: true,
+    mode: controller.mode,
+    ...(controller.lastError === undefined ? {} : { lastError: controller.lastError }),
+    refused: controller.refused(),
+    pods: [...controller.applied()].sort((a, b) =>
+      `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
+    ),
+    counters: counters.map((c) => ({ ...c, packets: String(c.packets), bytes: String(c.bytes) })),
+  };
 }

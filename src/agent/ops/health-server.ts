@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:http';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AgentContext } from '../context.js';
 import type { Logger } from '../log.js';
+import type { PolicyController } from '../policy/policy-controller.js';
 import { notFound } from './http-not-found.js';
 import { listenHostPort } from './listen-tcp.js';
 
@@ -110,5 +111,15 @@ async function ready(ctx: AgentContext): Promise<HealthReport> {
     const leaseProblem = ctx.cluster.leaseProblem;
     checks.podCIDRs = leaseProblem === undefined ? 'ok' : leaseProblem;
   }
+  if (ctx.policy) checks.networkPolicy = policyCheck(ctx.policy);
   return { ok: Object.values(checks).every((c) => c === 'ok'), checks };
+}
+
+/** NetworkPolicy: in force from the live caches, or why not (decision 49). */
+function policyCheck(policy: PolicyController): string {
+  if (policy.lastError !== undefined) return `failing: the last apply failed: ${policy.lastError}`;
+  if (policy.mode === 'snapshot')
+    return 'not listed yet: the snapshot of the last known NetworkPolicy state is in force';
+  if (policy.mode === 'unknown') return 'not listed yet: every pod of this node isolated until they are';
+  return 'ok';
 }

@@ -82,6 +82,27 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
         })),
     },
     {
+      name: 'podwire_policy_allowed_packets_total',
+      help: 'NetworkPolicy (store kubernetes): packets each rule let through, by local pod and rule (NAMESPACE/POLICY/DIRECTION/INDEX), read from the datapath (OVS counts the packets that opened connections). A rule re-installed starts from 0.',
+      type: 'counter',
+      read: async () =>
+        ((await ctx.policy?.counters()) ?? [])
+          .filter((c) => !c.rule.endsWith('/deny'))
+          .map((c) => ({ labels: { pod: c.pod, rule: c.rule }, value: c.packets })),
+    },
+    {
+      name: 'podwire_policy_denied_packets_total',
+      help: 'NetworkPolicy (store kubernetes): packets dropped because no rule allows them, by local pod and direction.',
+      type: 'counter',
+      read: async () =>
+        ((await ctx.policy?.counters()) ?? [])
+          .filter((c) => c.rule.endsWith('/deny'))
+          .map((c) => ({
+            labels: { pod: c.pod, direction: c.rule.split('/').at(-2) ?? '' },
+            value: c.packets,
+          })),
+    },
+    {
       name: 'podwire_datapath_reconnects_total',
       help: 'Connections to the switch daemon made again after one was lost, by connection (OVS: openflow, ovsdb).',
       type: 'counter',

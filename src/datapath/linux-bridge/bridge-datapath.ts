@@ -3,6 +3,7 @@
  * addresses. Needs nothing but the kernel, and `nft` for the gateway's ARP guard (without it, or on a
  * kernel before 5.16, the guard is missing and the agent says so).
  */
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CheckFailedError, DatapathError } from '../../base/errors.js';
@@ -16,8 +17,10 @@ import type { SysctlWriter } from '../../kernel/sysctl.js';
 import { ChecksumHop } from '../checksum-ifb.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { configureGateway } from '../gateway.js';
+import type { PolicyBackend } from '../policy-backend.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { gatewayArpGuardDrops, installGatewayArpGuard } from './gateway-arp-guard.js';
+import { NftPolicyBackend } from './nft-policy-backend.js';
 import { PodForwarding } from './pod-forwarding.js';
 import { PodGuards } from './pod-guards.js';
 
@@ -45,6 +48,9 @@ export interface BridgeDatapathOptions {
 /** A port of a bridge without STP forwards within milliseconds of coming up. */
 const FORWARDING_TIMEOUT_MS = 2000;
 
+/** The br_netfilter switches NetworkPolicy depends on (bridge-netfilter.ts turns them on). */
+const BRIDGE_NF_CALL = ['bridge-nf-call-iptables', 'bridge-nf-call-ip6tables'];
+
 export class BridgeDatapath implements Datapath {
   readonly kind = 'linux-bridge';
   /**
@@ -69,6 +75,8 @@ export class BridgeDatapath implements Datapath {
   #pods: PodGuards | undefined;
   /** The nf_tables socket start() opened itself, closed by stop(). */
   #ownNf: NfTables | undefined;
+  /** NetworkPolicy's backend and its own nf_tables socket, once asked for (policyBackend()). */
+  #policy: { backend: NftPolicyBackend; nf: NfTables } | undefined;
   /** The pod ports' static forwarding entries and no unknown-unicast flooding (pod-forwarding.ts). */
   readonly #forwarding: PodForwarding;
   /** Pods' frames pass an IFB that completes their pending checksums before the guards (checksum-ifb.ts). */
@@ -316,7 +324,35 @@ export class BridgeDatapath implements Datapath {
     return this.#o.podGuards === false ? 'off' : 'on';
   }
 
+  /**
+   * NetworkPolicy on this node (nft-policy-backend.ts: its own inet table, judged in forward through
+   * br_netfilter), on an nf_tables socket of its own; made once.
+   */
+  policyBackend(): PolicyBackend {
+    // Frames between two pods of this bridge meet the inet hooks only through br_netfilter: without
+    // it, policy would judge nothing on one node. Read in the agent's own namespace (per netns).
+    for (const key of BRIDGE_NF_CALL) {
+      let value: string | undefined;
+      try {
+        value = readFileSync(`/proc/sys/net/bridge/${key}`, 'utf8').trim();
+      } catch {
+        value = undefined;
+      }
+      if (value !== '1')
+        throw new DatapathError(
+          `NetworkPolicy on the Linux bridge needs net.bridge.${key}=1, or pod-to-pod traffic on this node would pass unjudged; it is ${value ?? 'absent: br_netfilter is not loaded (modprobe br_netfilter)'}`,
+        );
+    }
+    if (!this.#policy) {
+      const nf = NfTables.open();
+      this.#policy = { backend: new NftPolicyBackend(this.#o.nft, nf), nf };
+    }
+    return this.#policy.backend;
+  }
+
   async stop(): Promise<void> {
+    this.#policy?.nf.close();
+    this.#policy = undefined;
     this.#bridgeIndex = 0;
     this.#pods = undefined;
     this.#forwarding.clear();

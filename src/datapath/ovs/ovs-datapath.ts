@@ -12,6 +12,7 @@
  * table and forgets no-flood marks) or OVSDB does. While the switch is away or a replay runs, ADD
  * and CHECK answer "not available" at once; DEL still succeeds (the next replay drops what it left).
  */
+
 import { dirname } from 'node:path';
 import { DatapathError, NotAvailableError } from '../../base/errors.js';
 import type { Prefix } from '../../base/ip.js';
@@ -20,6 +21,7 @@ import type { Nft } from '../../kernel/nft.js';
 import type { SysctlWriter } from '../../kernel/sysctl.js';
 import type { Datapath, DatapathStatus, GatewayAddress, PodPort, UplinkPort } from '../datapath.js';
 import { onUnderlay, podCidrs } from '../pod-cidrs.js';
+import type { PolicyBackend } from '../policy-backend.js';
 import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard.js';
 import { FloodSync, floodFlows } from './flood-flows.js';
 import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
@@ -37,6 +39,8 @@ import {
   TABLE_NAMES,
   UNDERLAY_FLOOD_COOKIE,
 } from './pipeline.js';
+import { POLICY_COOKIE, POLICY_COOKIE_MASK } from './policy-flows.js';
+import { OvsPolicyBackend } from './policy-ovs-backend.js';
 import { checkPodPort } from './port-check.js';
 import {
   EXT_ROLE,
@@ -151,6 +155,10 @@ export class OvsDatapath implements Datapath {
   readonly #floods: FloodSync;
   /** The node's pod CIDRs: a pod with addresses, none in them, is a pool pod (pod-cidrs.ts). */
   readonly #cidrs: Prefix[];
+  /** NetworkPolicy's backend, once asked for (policyBackend()); its flows are part of every replay. */
+  #policy: OvsPolicyBackend | undefined;
+  /** The tail of the whole-table writers' queue (#replaceAll and the policy backend's applies). */
+  #tableLock: Promise<unknown> = Promise.resolve();
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
@@ -263,7 +271,15 @@ export class OvsDatapath implements Datapath {
       .filter((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK && r.ofport !== undefined && r.ofport > 0)
       .map((r) => r.name);
     for (const name of [...uplinks, ...vlanPorts]) await flows.setNoFlood(name);
-    const outcome = await flows.replace(want);
+    const outcome = await this.#exclusive(() => {
+      // The policy flows as last applied (with the gateway's port as it is now); before the policy
+      // backend's first apply, those in the switch are kept as found (an agent restarted with
+      // policies in force: none opens before the first apply).
+      const policy = this.#policy?.flowsInForce();
+      return policy === undefined
+        ? flows.replace(want, { keep: { cookie: POLICY_COOKIE, mask: POLICY_COOKIE_MASK } })
+        : flows.replace([...want, ...policy]);
+    });
     // Only now, with every table as wanted: a restarted ovs-vswitchd that kept the kernel's flows
     // meanwhile (deploy/'s OVS container sets the flag before starting it) revalidates them against
     // these tables and handles new packets again.
@@ -656,7 +672,33 @@ export class OvsDatapath implements Datapath {
   }
 
   /** Closes the OVSDB connection; the bridge, ports and flows stay, so pods keep working. */
+  /** One writer of the whole flow table at a time: the replay, or the policy backend's apply. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#tableLock.then(fn, fn);
+    this.#tableLock = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * NetworkPolicy on this bridge (policy-ovs-backend.ts: tables 47-49), on the datapath's own
+   * OpenFlow connection; made once, after start(). Every replay of the switch's state (a restarted
+   * ovs-vswitchd) installs its flows as last applied, in the same bundle as the rest.
+   */
+  policyBackend(): PolicyBackend {
+    if (this.#policy) return this.#policy;
+    const flows = this.#flows;
+    if (!flows) throw new DatapathError('OVS datapath: policyBackend() before start()');
+    const nodeIps = this.#o.gateways.map((g) => g.address);
+    this.#policy = new OvsPolicyBackend(
+      flows,
+      () => ({ gatewayOfport: this.#requireGateway().ofport, nodeIps }),
+      (fn) => this.#exclusive(fn),
+    );
+    return this.#policy;
+  }
+
   async stop(): Promise<void> {
+    this.#policy = undefined;
     this.#started = false;
     this.#switchReady = false;
     clearTimeout(this.#replayRetry);

@@ -17,6 +17,9 @@
  *  45  CT_LOOKUP        IP/IPv6: looked up in conntrack zone 65520, then -> 46; else -> 50
  *  46  GATEWAY_CT       a new connection from the gateway port: committed with ct_mark 1 -> 50; a reply
  *                       (or related packet) of such a connection from a pod: dl_dst = gateway MAC -> 50
+ *  47  EGRESS_RULES     NetworkPolicy (policy-flows.ts, decision 46): empty here; the policy backend sends
+ *  48  INGRESS_RULES    table 46's new and invalid packets through them (priority 230) and commits what
+ *  49  POLICY_COMMIT    they allow in table 49 instead of table 46
  *  50  L2_FORWARDING    dl_dst = a pod's or the gateway's MAC -> its port; multicast -> FLOOD; else drop,
  *                       or in bridging mode: out of the uplink (the underlay's hosts), from the
  *                       gateway and pool pods only

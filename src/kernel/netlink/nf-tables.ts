@@ -5,11 +5,15 @@
  */
 import { NfnetlinkSocket } from './nfnetlink-socket.js';
 import {
+  type CountedSetElem,
   decodeCounterObj,
   decodeSetElemKeys,
+  decodeSetElems,
   encodeObjDump,
   encodeSetElemList,
+  encodeSetElemRanges,
   type NftCounter,
+  type SetElem,
 } from './nft-set-elem.js';
 import { NLM_F_CREATE } from './uapi/netlink.js';
 import {
@@ -24,6 +28,28 @@ import {
 export interface SetKeys {
   set: string;
   keys: Uint8Array[];
+}
+
+/** Elements of one set, ranges allowed. */
+export interface SetElems {
+  set: string;
+  elems: SetElem[];
+}
+
+/**
+ * An attribute's length is 16 bits: a message's element list must stay under 64 KiB, so a big change
+ * of one set is several messages (of the same batch). An element is at most 16 bytes of headers and
+ * twice 8 + its key.
+ */
+const LIST_BYTES = 60_000;
+
+function chunks(elems: readonly SetElem[]): SetElem[][] {
+  if (elems.length === 0) return [];
+  const first = elems[0] as SetElem;
+  const per = Math.max(1, Math.floor(LIST_BYTES / (16 + 2 * (8 + first.key.length))));
+  const out: SetElem[][] = [];
+  for (let i = 0; i < elems.length; i += per) out.push(elems.slice(i, i + per));
+  return out;
 }
 
 export class NfTables implements Disposable {
@@ -86,6 +112,38 @@ export class NfTables implements Disposable {
     return this.#sock
       .dump(NFT_MSG_GETSETELEM, family, encodeSetElemList(table, set, []))
       .flatMap((m) => decodeSetElemKeys(m.payload.subarray(4)).keys);
+  }
+
+  /**
+   * Equivalent to: `nft -f -` with `delete element FAMILY TABLE SET { ... }` for each of `remove`, then
+   * `add element ...` for each of `add`: one transaction, all of it or none. A removed element that is
+   * missing fails the whole batch (ENOENT).
+   */
+  changeElements(
+    family: number,
+    table: string,
+    change: { remove: readonly SetElems[]; add: readonly SetElems[] },
+  ): void {
+    const msgs = (type: number, flags: number, groups: readonly SetElems[]) =>
+      groups.flatMap((g) =>
+        chunks(g.elems).map((elems) => ({
+          type,
+          flags,
+          family,
+          attrs: encodeSetElemRanges(table, g.set, elems),
+        })),
+      );
+    this.#sock.batch([
+      ...msgs(NFT_MSG_DELSETELEM, 0, change.remove),
+      ...msgs(NFT_MSG_NEWSETELEM, NLM_F_CREATE, change.add),
+    ]);
+  }
+
+  /** Equivalent to: `nft list set FAMILY TABLE SET`: every element, with range ends and counters. */
+  listSetElems(family: number, table: string, set: string): CountedSetElem[] {
+    return this.#sock
+      .dump(NFT_MSG_GETSETELEM, family, encodeSetElemList(table, set, []))
+      .flatMap((m) => decodeSetElems(m.payload.subarray(4)));
   }
 
   /** Equivalent to: `nft list counters table FAMILY TABLE`. */

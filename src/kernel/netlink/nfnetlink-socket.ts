@@ -51,6 +51,8 @@ export class NfnetlinkSocket implements Disposable {
   #buf: Buffer = Buffer.allocUnsafe(64 * 1024);
   readonly #timeoutMs: number;
   readonly #kernel = sockaddrNl();
+  /** What the send buffer is known to hold at least (net.core.wmem_default is 208 KiB). */
+  #sendBuffer = 128 * 1024;
 
   private constructor(fd: number, timeoutMs: number) {
     this.#fd = fd;
@@ -100,6 +102,7 @@ export class NfnetlinkSocket implements Disposable {
     }
     parts.push(batchHeader(NFNL_MSG_BATCH_END));
     const datagram = concatBytes(parts);
+    this.#fitSendBuffer(fd, datagram.length);
     const sent = libc.sendto(
       fd,
       Buffer.from(datagram.buffer, datagram.byteOffset, datagram.length),
@@ -119,6 +122,21 @@ export class NfnetlinkSocket implements Disposable {
         if (e.error !== 0) throw new libc.KernelError(nftMsgName(type), -e.error, e.extack.msg);
       }
     }
+  }
+
+  /**
+   * A batch is one datagram (the kernel commits one datagram's batch), and netlink refuses a datagram
+   * larger than the socket's send buffer (EMSGSIZE): grow it to fit, as `nft` does for big rulesets.
+   */
+  #fitSendBuffer(fd: number, length: number): void {
+    if (length + 4096 <= this.#sendBuffer) return;
+    const want = 2 ** Math.ceil(Math.log2(length + 4096));
+    try {
+      libc.setsockoptInt(fd, libc.SOL_SOCKET, libc.SO_SNDBUFFORCE, want);
+    } catch {
+      libc.setsockoptInt(fd, libc.SOL_SOCKET, libc.SO_SNDBUF, want);
+    }
+    this.#sendBuffer = want;
   }
 
   /** A GET request without NLM_F_DUMP (e.g. named set elements): its answers, until the ack. */

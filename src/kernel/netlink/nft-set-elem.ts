@@ -21,12 +21,17 @@ import {
   NFTA_COUNTER_BYTES,
   NFTA_COUNTER_PACKETS,
   NFTA_DATA_VALUE,
+  NFTA_EXPR_DATA,
+  NFTA_EXPR_NAME,
   NFTA_LIST_ELEM,
   NFTA_OBJ_DATA,
   NFTA_OBJ_NAME,
   NFTA_OBJ_TABLE,
   NFTA_OBJ_TYPE,
+  NFTA_SET_ELEM_EXPR,
+  NFTA_SET_ELEM_EXPRESSIONS,
   NFTA_SET_ELEM_KEY,
+  NFTA_SET_ELEM_KEY_END,
   NFTA_SET_ELEM_LIST_ELEMENTS,
   NFTA_SET_ELEM_LIST_SET,
   NFTA_SET_ELEM_LIST_TABLE,
@@ -132,4 +137,74 @@ export function decodeCounterObj(attrs: Uint8Array): NftCounter | undefined {
     packets: be64(findAttr(d, NFTA_COUNTER_PACKETS)?.value),
     bytes: be64(findAttr(d, NFTA_COUNTER_BYTES)?.value),
   };
+}
+
+/** One element of a set: a key, or (a set of concatenated intervals) a range `key`-`keyEnd`, inclusive. */
+export interface SetElem {
+  key: Uint8Array;
+  keyEnd?: Uint8Array;
+}
+
+/** An element as a dump returns it, with the packets and bytes of its counter when the set has one. */
+export interface CountedSetElem extends SetElem {
+  packets?: bigint;
+  bytes?: bigint;
+}
+
+/** The attributes of NFT_MSG_{NEW,DEL}SETELEM for these elements, ranges included. */
+export function encodeSetElemRanges(table: string, set: string, elems: readonly SetElem[]): Uint8Array {
+  return encodeAttributes([
+    { type: NFTA_SET_ELEM_LIST_TABLE, value: cstring.encode(table) },
+    { type: NFTA_SET_ELEM_LIST_SET, value: cstring.encode(set) },
+    nest(
+      NFTA_SET_ELEM_LIST_ELEMENTS,
+      elems.map((e) =>
+        nest(NFTA_LIST_ELEM, [
+          nest(NFTA_SET_ELEM_KEY, [{ type: NFTA_DATA_VALUE, value: e.key }]),
+          ...(e.keyEnd ? [nest(NFTA_SET_ELEM_KEY_END, [{ type: NFTA_DATA_VALUE, value: e.keyEnd }])] : []),
+        ]),
+      ),
+    ),
+  ]);
+}
+
+function dataValue(attr: RtAttr | undefined): Uint8Array | undefined {
+  const v = attr && findAttr(decodeAttributes(attr.value), NFTA_DATA_VALUE);
+  return v ? new Uint8Array(v.value) : undefined;
+}
+
+/** The `counter` expression among an element's expressions (NFTA_SET_ELEM_EXPR or _EXPRESSIONS). */
+function elemCounter(attrs: readonly RtAttr[]): { packets: bigint; bytes: bigint } | undefined {
+  const exprs: RtAttr[] = [];
+  const one = findAttr(attrs, NFTA_SET_ELEM_EXPR);
+  if (one) exprs.push(one);
+  const many = findAttr(attrs, NFTA_SET_ELEM_EXPRESSIONS);
+  if (many) exprs.push(...decodeAttributes(many.value).filter((a) => attrType(a) === NFTA_LIST_ELEM));
+  for (const e of exprs) {
+    const parts = decodeAttributes(e.value);
+    const name = findAttr(parts, NFTA_EXPR_NAME);
+    const data = findAttr(parts, NFTA_EXPR_DATA);
+    if (!name || !data || cstring.decode(name.value, NFTA_EXPR_NAME) !== 'counter') continue;
+    const d = decodeAttributes(data.value);
+    return {
+      packets: be64(findAttr(d, NFTA_COUNTER_PACKETS)?.value),
+      bytes: be64(findAttr(d, NFTA_COUNTER_BYTES)?.value),
+    };
+  }
+  return undefined;
+}
+
+/** The elements of one NFT_MSG_NEWSETELEM message of a dump: keys, range ends and counters, copied out. */
+export function decodeSetElems(attrs: Uint8Array): CountedSetElem[] {
+  const list = findAttr(decodeAttributes(attrs), NFTA_SET_ELEM_LIST_ELEMENTS);
+  const out: CountedSetElem[] = [];
+  for (const elem of list ? decodeAttributes(list.value) : []) {
+    if (attrType(elem) !== NFTA_LIST_ELEM) continue;
+    const a = decodeAttributes(elem.value);
+    const key = dataValue(findAttr(a, NFTA_SET_ELEM_KEY));
+    if (!key) continue;
+    const keyEnd = dataValue(findAttr(a, NFTA_SET_ELEM_KEY_END));
+    out.push({ key, ...(keyEnd ? { keyEnd } : {}), ...elemCounter(a) });
+  }
+  return out;
 }

@@ -12,7 +12,9 @@ import {
   concatKey,
   decodeCounterObj,
   decodeSetElemKeys,
+  decodeSetElems,
   encodeSetElemList,
+  encodeSetElemRanges,
   ifnameKey,
 } from '../../../src/kernel/netlink/nft-set-elem.js';
 import { NLA_F_NESTED } from '../../../src/kernel/netlink/uapi/netlink.js';
@@ -41,6 +43,57 @@ describe('nf_tables set elements', () => {
         },
       ),
     );
+  });
+
+  test('range elements (key and key end) survive encode -> decode', () => {
+    const key = fc.uint8Array({ minLength: 4, maxLength: 40 });
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ key, keyEnd: fc.option(key, { nil: undefined }) }), { maxLength: 12 }),
+        (raw) => {
+          const elems = raw.map((e) => (e.keyEnd ? { key: e.key, keyEnd: e.keyEnd } : { key: e.key }));
+          const attrs = encodeSetElemRanges('t', 's', elems);
+          assert.deepEqual(decodeSetElems(attrs), elems);
+        },
+      ),
+    );
+  });
+
+  test("an element's counter expression, as a dump gives it, is read", () => {
+    const be64 = (n: bigint) => {
+      const b = new Uint8Array(8);
+      new DataView(b.buffer).setBigUint64(0, n, false);
+      return b;
+    };
+    const nest = (type: number, attrs: Parameters<typeof encodeAttributes>[0]) => ({
+      type: type | NLA_F_NESTED,
+      value: encodeAttributes(attrs),
+    });
+    const counter = [
+      { type: T.NFTA_EXPR_NAME, value: Buffer.from('counter\0') },
+      nest(T.NFTA_EXPR_DATA, [
+        { type: T.NFTA_COUNTER_BYTES, value: be64(1500n) },
+        { type: T.NFTA_COUNTER_PACKETS, value: be64(7n) },
+      ]),
+    ];
+    const attrs = encodeAttributes([
+      { type: T.NFTA_SET_ELEM_LIST_TABLE, value: Buffer.from('t\0') },
+      { type: T.NFTA_SET_ELEM_LIST_SET, value: Buffer.from('s\0') },
+      nest(T.NFTA_SET_ELEM_LIST_ELEMENTS, [
+        nest(T.NFTA_LIST_ELEM, [
+          nest(T.NFTA_SET_ELEM_KEY, [{ type: T.NFTA_DATA_VALUE, value: Uint8Array.of(10, 0, 0, 1) }]),
+          nest(T.NFTA_SET_ELEM_EXPR, counter),
+        ]),
+        nest(T.NFTA_LIST_ELEM, [
+          nest(T.NFTA_SET_ELEM_KEY, [{ type: T.NFTA_DATA_VALUE, value: Uint8Array.of(10, 0, 0, 2) }]),
+          nest(T.NFTA_SET_ELEM_EXPRESSIONS, [nest(T.NFTA_LIST_ELEM, counter)]),
+        ]),
+      ]),
+    ]);
+    assert.deepEqual(decodeSetElems(attrs), [
+      { key: Uint8Array.of(10, 0, 0, 1), packets: 7n, bytes: 1500n },
+      { key: Uint8Array.of(10, 0, 0, 2), packets: 7n, bytes: 1500n },
+    ]);
   });
 
   test('a counter object: big-endian packets and bytes', () => {

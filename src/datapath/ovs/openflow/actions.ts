@@ -1,6 +1,7 @@
 /**
  * Actions (OpenFlow 1.3.5, 7.2.5 "Action Structures") and the two Nicira vendor actions the pipeline
- * uses (OVS's include/openvswitch/nicira-ext.h and lib/ofp-actions.c): NXAST_REG_MOVE and NXAST_CT.
+ * uses (OVS's include/openvswitch/nicira-ext.h and lib/ofp-actions.c): NXAST_REG_MOVE, NXAST_CT and
+ * NXAST_CONJUNCTION (NetworkPolicy's conjunctive matches).
  * Every action is a TLV: type, length (a multiple of 8, header included), body.
  */
 import { CodecReader, pad8 } from './codec-reader.js';
@@ -34,6 +35,7 @@ export const NX_VENDOR_ID = 0x00002320;
 /** enum nx_action_subtype (the ones podwire uses). */
 export const NXAST = {
   REG_MOVE: 6,
+  CONJUNCTION: 34,
   CT: 35,
 } as const;
 
@@ -73,6 +75,11 @@ export type OfpAction =
       alg: number;
       actions: OfpAction[];
     }
+  /**
+   * nx_action_conjunction: `conjunction(ID,K/N)`: this flow is clause K of N of conjunctive match ID.
+   * `clause` is K as written (1-based); the wire carries K-1.
+   */
+  | { type: 'conjunction'; id: number; clause: number; nClauses: number }
   /** Any other action, kept as its type and body bytes (after type and length). */
   | { type: 'raw'; actionType: number; body: Buffer };
 
@@ -134,6 +141,14 @@ export function encodeAction(a: OfpAction): Buffer {
       b.writeUInt16BE(a.alg, 12);
       return nxHead(NXAST.CT, Buffer.concat([b, encodeActions(a.actions)]));
     }
+    case 'conjunction': {
+      // struct nx_action_conjunction: clause (0-based), n_clauses, id (16 bytes in all).
+      const b = Buffer.alloc(6);
+      b.writeUInt8(a.clause - 1, 0);
+      b.writeUInt8(a.nClauses, 1);
+      b.writeUInt32BE(a.id >>> 0, 2);
+      return nxHead(NXAST.CONJUNCTION, b);
+    }
     case 'raw':
       return tlv(a.actionType, a.body);
   }
@@ -187,6 +202,13 @@ function decodeExperimenter(b: CodecReader, len: number): OfpAction {
     const src = b.u32('src');
     const dst = b.u32('dst');
     return { type: 'reg_move', nBits, srcOfs, dstOfs, src, dst };
+  }
+  if (subtype === NXAST.CONJUNCTION) {
+    if (len !== 16) b.fail(`NXAST_CONJUNCTION has length ${len}, not 16`);
+    const clause = b.u8('clause') + 1;
+    const nClauses = b.u8('n_clauses');
+    const id = b.u32('id');
+    return { type: 'conjunction', id, clause, nClauses };
   }
   if (subtype === NXAST.CT) {
     const flags = b.u16('flags');

@@ -18,6 +18,9 @@ function uint(b: Buffer): bigint {
   return b.length === 0 ? 0n : BigInt(`0x${hex(b)}`);
 }
 
+/** The shorthands of the transport protocols (IPv4; the IPv6 ones add "6"). */
+const TRANSPORT_SHORTHAND: Record<number, string> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
+
 const CT_STATE_NAMES = ['new', 'est', 'rel', 'rpl', 'inv', 'trk', 'snat', 'dnat'];
 
 /** A value of `def`'s kind as ovs-ofctl writes it. */
@@ -63,6 +66,19 @@ export function formatMatchField(f: OxmField): string {
     return `vlan_tci=0x${v.toString(16).padStart(4, '0')}/0x${m.toString(16).padStart(4, '0')}`;
   }
   const value = formatFieldValue(def, f.value);
+  if (f.mask && (def.kind === 'ipv4' || def.kind === 'ipv6')) {
+    // A prefix mask as its length, as ovs-ofctl prints it; any other mask as an address.
+    const m = uint(f.mask);
+    const bits = f.mask.length * 8;
+    const ones = m.toString(2).replace(/0+$/, '');
+    const len = m === 0n ? 0 : ones.length;
+    const prefix = m === 0n || (/^1+$/.test(ones) && m.toString(2).length === bits);
+    return `${def.matchName}=${value}/${prefix ? len : formatFieldValue(def, f.mask)}`;
+  }
+  if (f.mask && def.kind === 'dec') {
+    // A masked number: both in hex (tp_dst=0x3e8/0xfff8).
+    return `${def.matchName}=0x${uint(f.value).toString(16)}/0x${uint(f.mask).toString(16)}`;
+  }
   return `${def.matchName}=${value}${f.mask ? `/${formatFieldValue(def, f.mask)}` : ''}`;
 }
 
@@ -76,20 +92,21 @@ const exactUint = (match: readonly OxmField[], name: string): number | undefined
 export function formatMatch(match: readonly OxmField[]): string[] {
   const ethType = exactUint(match, 'eth_type');
   const proto = exactUint(match, 'ip_proto');
+  const l4 = proto === undefined ? undefined : TRANSPORT_SHORTHAND[proto];
   const shorthand =
     ethType === 0x0806
       ? ['arp']
       : ethType === 0x0800
         ? proto === 1
           ? ['icmp', 'ip_proto']
-          : proto === 17
-            ? ['udp', 'ip_proto']
+          : l4 !== undefined
+            ? [l4, 'ip_proto']
             : ['ip']
         : ethType === 0x86dd
           ? proto === 58
             ? ['icmp6', 'ip_proto']
-            : proto === 17
-              ? ['udp6', 'ip_proto']
+            : l4 !== undefined
+              ? [`${l4}6`, 'ip_proto']
               : ['ipv6']
           : [];
   const hidden = new Set(shorthand.length > 0 ? ['eth_type', ...shorthand.slice(1)] : []);
@@ -158,6 +175,8 @@ export function formatAction(a: OfpAction): string {
       if (a.alg !== 0) args.push(`alg=${a.alg}`);
       return `ct(${args.join(',')})`;
     }
+    case 'conjunction':
+      return `conjunction(${a.id},${a.clause}/${a.nClauses})`;
     case 'raw':
       return `raw(type=0x${a.actionType.toString(16)},0x${hex(a.body)})`;
   }

@@ -26,7 +26,15 @@ const ETH_TYPE_ARP = 0x0806;
 const ETH_TYPE_IPV6 = 0x86dd;
 const IPPROTO_ICMP = 1;
 const IPPROTO_ICMPV6 = 58;
+const IPPROTO_TCP = 6;
 const IPPROTO_UDP = 17;
+const IPPROTO_SCTP = 132;
+/** The protocol-specific fields behind tp_src and tp_dst. */
+const TRANSPORT: Record<number, string> = {
+  [IPPROTO_TCP]: 'tcp',
+  [IPPROTO_UDP]: 'udp',
+  [IPPROTO_SCTP]: 'sctp',
+};
 
 /** Shorthands (ovs-fields(7)): the fields each stands for. */
 const SHORTHANDS: Record<string, [number, number?]> = {
@@ -35,8 +43,12 @@ const SHORTHANDS: Record<string, [number, number?]> = {
   arp: [ETH_TYPE_ARP],
   icmp: [ETH_TYPE_IP, IPPROTO_ICMP],
   icmp6: [ETH_TYPE_IPV6, IPPROTO_ICMPV6],
+  tcp: [ETH_TYPE_IP, IPPROTO_TCP],
+  tcp6: [ETH_TYPE_IPV6, IPPROTO_TCP],
   udp: [ETH_TYPE_IP, IPPROTO_UDP],
   udp6: [ETH_TYPE_IPV6, IPPROTO_UDP],
+  sctp: [ETH_TYPE_IP, IPPROTO_SCTP],
+  sctp6: [ETH_TYPE_IPV6, IPPROTO_SCTP],
 };
 
 /** Match names ovs-ofctl accepts for a field, beside the field's own name. */
@@ -49,9 +61,6 @@ const MATCH_ALIASES: Record<string, string> = {
   ip_src: 'ipv4_src',
   nw_dst: 'ipv4_dst',
   ip_dst: 'ipv4_dst',
-  // The transport ports podwire matches are UDP's only (udp, udp6).
-  tp_src: 'udp_src',
-  tp_dst: 'udp_dst',
 };
 
 /** Reserved port names (ovs-ofctl(8) "Port names"). */
@@ -202,7 +211,11 @@ function matchToken(s: MatchState, token: string): void {
   }
   const eq = token.indexOf('=');
   if (eq < 0)
-    fail('match token', token, 'not a shorthand podwire knows (arp, ip, ipv6, icmp, icmp6, udp, udp6)');
+    fail(
+      'match token',
+      token,
+      'not a shorthand podwire knows (arp, ip, ipv6, icmp, icmp6, tcp, tcp6, udp, udp6, sctp, sctp6)',
+    );
   let name = token.slice(0, eq);
   const text = token.slice(eq + 1);
   if (name === 'vlan_tci') {
@@ -220,6 +233,13 @@ function matchToken(s: MatchState, token: string): void {
   if (name === 'icmp_type' || name === 'icmp_code') {
     const which = name.slice(5);
     name = exact(s, 'eth_type') === ETH_TYPE_IPV6 ? `icmpv6_${which}` : `icmpv4_${which}`;
+  }
+  if (name === 'tp_src' || name === 'tp_dst') {
+    // The field of the protocol matched before it (tcp, udp, sctp); none: a missing prerequisite.
+    const proto = TRANSPORT[exact(s, 'ip_proto') ?? -1];
+    if (proto === undefined)
+      fail('match field', token, 'needs tcp, udp or sctp (or their IPv6 forms) before it');
+    name = `${proto}_${name.slice(3)}`;
   }
   const def = fieldByName(MATCH_ALIASES[name] ?? name);
   if (!def) fail('match field', token, 'not a field podwire knows');
@@ -244,8 +264,10 @@ function checkPrerequisites(s: MatchState, flowText: string): void {
     need(ethType === ETH_TYPE_IP && proto === IPPROTO_ICMP, n, 'icmp');
   for (const n of ['icmpv6_type', 'icmpv6_code'])
     need(ethType === ETH_TYPE_IPV6 && proto === IPPROTO_ICMPV6, n, 'icmp6');
-  for (const n of ['udp_src', 'udp_dst'])
-    need((ethType === ETH_TYPE_IP || ethType === ETH_TYPE_IPV6) && proto === IPPROTO_UDP, n, 'udp or udp6');
+  const isIp = ethType === ETH_TYPE_IP || ethType === ETH_TYPE_IPV6;
+  for (const [p, n] of Object.entries(TRANSPORT)) {
+    for (const f of [`${n}_src`, `${n}_dst`]) need(isIp && proto === Number(p), f, `${n} or ${n}6`);
+  }
   const nd = exact(s, 'icmpv6_code') === 0;
   need(nd && (icmp6Type === 135 || icmp6Type === 136), 'nd_target', 'icmp6,icmp_type=135 or 136,icmp_code=0');
   need(nd && icmp6Type === 135, 'nd_sll', 'icmp6,icmp_type=135,icmp_code=0');
@@ -343,6 +365,15 @@ function parseAction(token: string): OfpAction {
       src: src.header,
       dst: dst.header,
     };
+  }
+  const conj = /^conjunction\((\d+),(\d+)\/(\d+)\)$/.exec(token);
+  if (conj) {
+    const [, id, k, n] = conj as unknown as [string, string, string, string];
+    const clause = Number(k);
+    const nClauses = Number(n);
+    if (nClauses < 2 || nClauses > 64 || clause < 1 || clause > nClauses)
+      fail('conjunction', token, 'needs 1 <= K <= N and 2 <= N <= 64');
+    return { type: 'conjunction', id: Number(parseUint(id, 32, token)), clause, nClauses };
   }
   const ct = /^ct\((.*)\)$/s.exec(token);
   if (ct) return parseCt(ct[1] as string, token);

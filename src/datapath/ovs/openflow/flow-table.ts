@@ -98,6 +98,36 @@ export class FlowTable {
     return decodeFlowStatsReply(await this.#of13.multipart(OFPMP_FLOW, request));
   }
 
+  /** The flows whose cookie matches `cookie` under `mask`. Equivalent to: `ovs-ofctl dump-flows SWITCH cookie=C/M`. */
+  async dumpMasked(cookie: bigint, mask: bigint): Promise<FlowStats[]> {
+    const request = encodeFlowStatsRequest({ cookie, cookieMask: mask });
+    return decodeFlowStatsReply(await this.#of13.multipart(OFPMP_FLOW, request));
+  }
+
+  /**
+   * Like `replace`, within the flows whose cookie matches `cookie` under `mask` (each of `flows` must
+   * have such a cookie): those the switch holds beyond `flows` go, the missing come, in one atomic
+   * bundle; flows of other cookies are not looked at. No change: nothing is sent.
+   */
+  async replaceMasked(flows: readonly string[], cookie: bigint, mask: bigint): Promise<ReplaceOutcome> {
+    const want = flows.map(parseFlowText);
+    const stray = want.find((f) => (f.cookie & mask) !== (cookie & mask));
+    if (stray)
+      throw new TypeError(
+        `flow cookie 0x${stray.cookie.toString(16)} is outside 0x${cookie.toString(16)}/0x${mask.toString(16)}`,
+      );
+    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, await this.dumpMasked(cookie, mask));
+    const overwritten = new Set(missing.map(flowIdentityKey));
+    const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));
+    const messages = [
+      ...deletes.map((f) => flowMod(encodeFlowMod(flowDeleteStrict(f)))),
+      ...missing.map((f) => flowMod(encodeFlowMod(flowAdd(f)))),
+    ];
+    if (messages.length === 1) await this.#of13.transact(messages);
+    else if (messages.length > 1) await this.#of13.bundle(messages);
+    return { added: missing.length, deleted: deletes.length };
+  }
+
   /**
    * The switch's counters of one port (by OpenFlow number), or of all. Equivalent to: `ovs-ofctl -O
    * OpenFlow13 dump-ports SWITCH [PORT]`.
@@ -111,9 +141,17 @@ export class FlowTable {
    * (their counters keep counting), a wanted flow whose actions or cookie differ is overwritten,
    * others are added or deleted. Equivalent to: `ovs-ofctl --bundle replace-flows SWITCH -`.
    */
-  async replace(flows: readonly string[]): Promise<ReplaceOutcome> {
+  async replace(
+    flows: readonly string[],
+    opts: { keep?: { cookie: bigint; mask: bigint } } = {},
+  ): Promise<ReplaceOutcome> {
     const want = flows.map(parseFlowText);
-    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, await this.dump());
+    const keep = opts.keep;
+    // `keep`: the flows of those cookies stay as the switch holds them (another writer's).
+    const have = (await this.dump()).filter(
+      (f) => !keep || (f.cookie & keep.mask) !== (keep.cookie & keep.mask),
+    );
+    const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, have);
     // An ADD of the same table, priority and match replaces the entry: no delete needed for those.
     const overwritten = new Set(missing.map(flowIdentityKey));
     const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));

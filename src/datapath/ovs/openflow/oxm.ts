@@ -29,8 +29,12 @@ export const OFPXMT_OFB = {
   IP_PROTO: 10,
   IPV4_SRC: 11,
   IPV4_DST: 12,
+  TCP_SRC: 13,
+  TCP_DST: 14,
   UDP_SRC: 15,
   UDP_DST: 16,
+  SCTP_SRC: 17,
+  SCTP_DST: 18,
   ICMPV4_TYPE: 19,
   ICMPV4_CODE: 20,
   ARP_OP: 21,
@@ -117,6 +121,10 @@ export const FIELDS: readonly FieldDef[] = [
   def('icmpv6_code', 'icmp_code', B, X.ICMPV6_CODE, 1, 'dec', 2),
   def('udp_src', 'tp_src', B, X.UDP_SRC, 2, 'dec', 2),
   def('udp_dst', 'tp_dst', B, X.UDP_DST, 2, 'dec', 2),
+  def('tcp_src', 'tp_src', B, X.TCP_SRC, 2, 'dec', 2),
+  def('tcp_dst', 'tp_dst', B, X.TCP_DST, 2, 'dec', 2),
+  def('sctp_src', 'tp_src', B, X.SCTP_SRC, 2, 'dec', 2),
+  def('sctp_dst', 'tp_dst', B, X.SCTP_DST, 2, 'dec', 2),
   def('nd_target', 'nd_target', B, X.IPV6_ND_TARGET, 16, 'ipv6', 3),
   def('nd_sll', 'nd_sll', B, X.IPV6_ND_SLL, 6, 'mac', 3),
   def('nd_tll', 'nd_tll', B, X.IPV6_ND_TLL, 6, 'mac', 3),
@@ -148,6 +156,8 @@ export const FIELDS: readonly FieldDef[] = [
   def('ct_state', 'ct_state', OFPXMC.NXM_1, 105, 4, 'ct_state', 0, 'NXM_NX_CT_STATE'),
   def('ct_zone', 'ct_zone', OFPXMC.NXM_1, 106, 2, 'dec', 0, 'NXM_NX_CT_ZONE'),
   def('ct_mark', 'ct_mark', OFPXMC.NXM_1, 107, 4, 'hex', 0, 'NXM_NX_CT_MARK'),
+  // The id of the conjunctive match a packet completed (ovs-fields(7) "Conjunctive Match Fields").
+  def('conj_id', 'conj_id', OFPXMC.NXM_1, 37, 4, 'dec', 0, 'NXM_NX_CONJ_ID'),
 ];
 
 const BY_CLASS_FIELD = new Map(FIELDS.map((f) => [`${f.oxmClass}:${f.field}`, f]));

@@ -27,6 +27,14 @@ export const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
 export const NFTA_SET_ELEM_KEY = 1;
 export const NFTA_SET_ELEM_DATA = 2;
 export const NFTA_SET_ELEM_FLAGS = 3;
+export const NFTA_SET_ELEM_EXPR = 7;
+/** The end of a range (inclusive) in a set of concatenated intervals. */
+export const NFTA_SET_ELEM_KEY_END = 10;
+export const NFTA_SET_ELEM_EXPRESSIONS = 11;
+
+/** enum nft_expr_attributes */
+export const NFTA_EXPR_NAME = 1;
+export const NFTA_EXPR_DATA = 2;
 
 /** enum nft_data_attributes */
 export const NFTA_DATA_VALUE = 1;

@@ -12,6 +12,7 @@ import {
   underlayFloodFlow,
   vlanFloodFlow,
 } from '../../../../src/datapath/ovs/pipeline.js';
+import { ConjunctionIds, policyFlows } from '../../../../src/datapath/ovs/policy-flows.js';
 
 const GW_MAC = '02:AA:BB:CC:DD:EE';
 
@@ -60,6 +61,38 @@ export function flowCases(): Map<string, string[]> {
   cases.set('vlan flood, uplink', [vlanFloodFlow(100, [7, 8], 3)]);
   cases.set('vlan flood, uplink only', [vlanFloodFlow(4094, [], 3)]);
   cases.set('vlan flood, nothing (drop)', [vlanFloodFlow(200, [])]);
+  // NetworkPolicy (policy-flows.ts): conjunctions over TCP, UDP and SCTP port ranges, both families.
+  const rule = (id: string) => ({
+    id,
+    entries: [
+      {
+        peers: ['10.244.1.0/25', '0.0.0.0/0', 'fd00:10:244:1::/64', '2001:db8::7/128'],
+        ports: [
+          { protocol: 'TCP' as const, first: 1000, last: 2000 },
+          { protocol: 'UDP' as const, first: 53, last: 53 },
+          { protocol: 'SCTP' as const, first: 0, last: 65535 },
+        ],
+      },
+      { peers: 'any' as const, ports: [{ protocol: 'TCP' as const, first: 8080, last: 8080 }] },
+      { peers: ['192.0.2.0/24'], ports: 'any' as const },
+      { peers: 'any' as const, ports: 'any' as const },
+    ],
+  });
+  const pod = (name: string) => ({
+    namespace: 'ns',
+    name,
+    ips: ['10.244.1.5', 'fd00:10:244:1::5'],
+    ingress: { policies: ['ns/p'], rules: [rule('ns/p/ingress/0')] },
+    egress: { policies: ['ns/p'], rules: [] },
+  });
+  cases.set(
+    'policy',
+    policyFlows(
+      { gatewayOfport: 1, nodeIps: ['10.244.1.1', 'fd00:10:244:1::1'] },
+      [pod('a')],
+      new ConjunctionIds(),
+    ).flows,
+  );
   return cases;
 }
 

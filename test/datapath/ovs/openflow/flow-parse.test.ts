@@ -50,9 +50,12 @@ test('ct_state flags, vlan_tci as VLAN_VID with OFPVID_PRESENT, dl_dst with a ma
 });
 
 test('anything outside the subset is a DecodeError naming the token', () => {
-  rejects('tcp,tp_dst=80 actions=drop', /"tcp"/);
-  // The transport ports podwire knows are UDP's (udp, udp6: table 0's DHCP drops).
-  rejects('ip,tp_dst=80 actions=drop', /"udp_dst": needs udp or udp6/);
+  rejects('tcp,tp_dst=80 actions=ct(commit,nat)', /ct argument "nat"/);
+  // tp_dst means the port of the protocol before it (tcp, udp, sctp): none there, no field.
+  rejects('ip,tp_dst=80 actions=drop', /"tp_dst=80": needs tcp, udp or sctp/);
+  rejects('icmp,tp_dst=80 actions=drop', /"tp_dst=80": needs tcp, udp or sctp/);
+  rejects('ip actions=conjunction(1,3/2)', /needs 1 <= K <= N/);
+  rejects('ip actions=conjunction(1,1/1)', /needs 1 <= K <= N and 2 <= N/);
   rejects('arp actions=resubmit(,10)', /"resubmit\(,10\)"/);
   rejects('arp actions=set_field:0x1/0x1->reg1', /masked set_field/);
   rejects('arp actions=set_field:1->nosuch', /unknown field nosuch/);

@@ -1,0 +1,44 @@
+/**
+ * NetworkPolicy at agent start (store kubernetes only: the policies, pods and namespaces come from
+ * the API server): the datapath's policy backend, driven by the policy controller over the API
+ * server's caches. The first apply is waited for (from the live caches, the snapshot of the last
+ * known state, or every local pod isolated), so that no CNI call is served before policy is in force.
+ */
+import type { ClusterStore } from '../../cluster/store.js';
+import type { Datapath } from '../../datapath/datapath.js';
+import { compilePolicies } from '../../policy/compile.js';
+import type { Logger } from '../log.js';
+import { KubePolicySource } from '../policy/kube-policy-source.js';
+import { PolicyController } from '../policy/policy-controller.js';
+import type { UndoStack } from '../undo-stack.js';
+
+export async function startPolicy(
+  store: ClusterStore | undefined,
+  datapath: Datapath,
+  opts: { node: string; stateDir: string },
+  log: Logger,
+  undo: UndoStack,
+): Promise<PolicyController | undefined> {
+  if (!store?.podCache || !store.policyCache) return undefined;
+  if (!datapath.policyBackend) {
+    log.warn('NetworkPolicy is not enforced: this datapath has no policy backend', {
+      datapath: datapath.kind,
+    });
+    return undefined;
+  }
+  const controller = new PolicyController({
+    node: opts.node,
+    source: new KubePolicySource(store.podCache, store.policyCache),
+    backend: datapath.policyBackend(),
+    compile: compilePolicies,
+    log,
+    stateDir: opts.stateDir,
+  });
+  undo.push('policy controller', () => controller.stop());
+  await controller.start();
+  log.info('NetworkPolicy enforced', {
+    from: controller.mode,
+    policies: store.policyCache.policies().length,
+  });
+  return controller;
+}

@@ -1,0 +1,286 @@
+/**
+ * NetworkPolicy as OpenFlow flows (decision 46): what the compiler says each local pod may send and
+ * receive (`policy/model.ts`), written as conjunctive matches in tables 47-49 of the pipeline, plus
+ * the few fixed flows that send new connections through them. Pure: flows in the text form of
+ * pipeline.ts, and which cookie counts what; the backend (policy-ovs-backend.ts) installs them.
+ *
+ *  46  GATEWAY_CT (policy's flows, priority above the pipeline's): NS/NA -> 50 as before; a packet
+ *                 that is not part of a known connection (ct_state -est-rel: new or invalid) -> 47;
+ *                 replies and related packets keep the pipeline's flows (Service replies to the gateway)
+ *  47  EGRESS_RULES    by source pod: a rule's conjunction -> 48; an egress-isolated pod -> drop;
+ *                      else -> 48
+ *  48  INGRESS_RULES   the node itself (gateway port, a node address as source) -> 49; by destination
+ *                      pod: a rule's conjunction -> 49; an ingress-isolated pod -> drop; else -> 49
+ *  49  POLICY_COMMIT   committed in zone 65520 (from the gateway port with ct_mark 1, as table 46 did)
+ *                      -> 50, so the connection's later packets and its replies pass as +est/+rpl
+ *
+ * One rule entry (`AllowEntry`) of one pod and direction is one conjunction: clause 1 the pod's own
+ * address (source for egress, destination for ingress), clause 2 the peer CIDRs (left out for
+ * `'any'`), clause 3 the ports, each range as masked tp_dst matches (left out for `'any'`). An entry
+ * with neither is a plain flow on the pod's address. The flow that matches `conj_id` carries the
+ * rule's cookie, so its counters are the rule's: packets that opened a connection the rule allowed
+ * (the connection's later packets pass as +est and are not counted again). Flows of the same table,
+ * priority and match are one flow with every conjunction action they carry, as OVS requires.
+ */
+import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../policy/model.js';
+import { CT_MARK_FROM_GATEWAY, CT_ZONE, cookieText, TABLE } from './pipeline.js';
+import { portMasks, portMatch } from './policy-port-mask.js';
+
+/**
+ * The policy's tables (decision 46), between the pipeline's GATEWAY_CT and L2_FORWARDING; not in the
+ * pipeline's TABLE: the pipeline installs nothing there, and they are reached only while a policy
+ * backend's flows are installed.
+ */
+export const POLICY_TABLE = {
+  GATEWAY_CT: TABLE.GATEWAY_CT,
+  EGRESS_RULES: 47,
+  INGRESS_RULES: 48,
+  POLICY_COMMIT: 49,
+  L2_FORWARDING: TABLE.L2_FORWARDING,
+} as const;
+
+/** The high byte of every policy flow's cookie; the next byte says what the flow counts. */
+export const POLICY_COOKIE = 0x05n << 56n;
+export const POLICY_COOKIE_MASK = 0xffn << 56n;
+const KIND_RULE = 0x01n << 48n;
+const KIND_DENY = 0x02n << 48n;
+
+export type Direction = 'ingress' | 'egress';
+
+/** What the flows of one cookie count. */
+export interface CounterKey {
+  /** `CompiledRule.id`, or `POD/DIRECTION/deny`. */
+  rule: string;
+  /** `NAMESPACE/NAME` of the local pod. */
+  pod: string;
+}
+
+export interface PolicyNode {
+  /** The OpenFlow port of the gateway: the node's side of the bridge. */
+  gatewayOfport: number;
+  /** The node's own addresses on the gateway: traffic from them to pods is the node's (kubelet probes). */
+  nodeIps: readonly string[];
+}
+
+/**
+ * Conjunction ids (32 bits, 0 is none) by what they stand for, stable across applies while the
+ * backend lives, so an unchanged rule keeps its flows (and their counters) when others change.
+ */
+export class ConjunctionIds {
+  readonly #ids = new Map<string, number>();
+  readonly #free: number[] = [];
+  #next = 1;
+
+  id(key: string): number {
+    let id = this.#ids.get(key);
+    if (id === undefined) {
+      id = this.#free.pop() ?? this.#next++;
+      if (id > 0xffffffff) throw new RangeError('conjunction ids exhausted');
+      this.#ids.set(key, id);
+    }
+    return id;
+  }
+
+  /** Frees every id whose key is not in `used`. */
+  retain(used: ReadonlySet<string>): void {
+    for (const [key, id] of this.#ids) {
+      if (!used.has(key)) {
+        this.#ids.delete(key);
+        this.#free.push(id);
+      }
+    }
+  }
+}
+
+const isV6 = (ip: string) => ip.includes(':');
+
+function flow(cookie: bigint, table: number, priority: number, match: string, actions: string): string {
+  const m = match === '' ? '' : `,${match}`;
+  return `table=${table},priority=${priority},cookie=${cookieText(cookie)}${m} actions=${actions}`;
+}
+
+const goto = (table: number) => `goto_table:${table}`;
+
+/** `ip,nw_src=A` / `ipv6,ipv6_src=A/64`; a /0 is the family alone. */
+function addressMatch(cidrOrIp: string, side: 'src' | 'dst'): string {
+  const v6 = isV6(cidrOrIp);
+  const [addr, len] = cidrOrIp.split('/');
+  if (len === '0') return v6 ? 'ipv6' : 'ip';
+  const full = (v6 && len === '128') || (!v6 && len === '32') ? addr : cidrOrIp;
+  return v6 ? `ipv6,ipv6_${side}=${full}` : `ip,nw_${side}=${full}`;
+}
+
+const PROTO: Record<PortRange['protocol'], [string, string]> = {
+  TCP: ['tcp', 'tcp6'],
+  UDP: ['udp', 'udp6'],
+  SCTP: ['sctp', 'sctp6'],
+};
+
+/** The port clause's matches of one range, for each family the pod has. */
+function portMatches(r: PortRange, families: Families): string[] {
+  const out: string[] = [];
+  const [v4, v6] = PROTO[r.protocol];
+  for (const proto of [...(families.v4 ? [v4] : []), ...(families.v6 ? [v6] : [])]) {
+    for (const m of portMasks(r.first, r.last)) {
+      const port = portMatch(m);
+      out.push(port === '' ? proto : `${proto},${port}`);
+    }
+  }
+  return out;
+}
+
+interface Families {
+  v4: boolean;
+  v6: boolean;
+}
+
+/** Priorities inside tables 47 and 48. */
+const PRIO = { NODE: 250, CONJ_ID: 200, ALLOW_ALL: 150, CLAUSE: 100, ISOLATED: 50 } as const;
+
+/** Flows under construction: conjunction actions gathered per (table, priority, match). */
+class FlowSet {
+  readonly flows: string[] = [];
+  readonly #clauses = new Map<
+    string,
+    { table: number; priority: number; match: string; actions: Set<string> }
+  >();
+  readonly #plain = new Set<string>();
+
+  add(cookie: bigint, table: number, priority: number, match: string, actions: string): void {
+    const id = `${table}|${priority}|${match}`;
+    // One flow per identity: a second allow-all of the same pod is the first's (counted there).
+    if (this.#plain.has(id)) return;
+    this.#plain.add(id);
+    this.flows.push(flow(cookie, table, priority, match, actions));
+  }
+
+  clause(table: number, match: string, conj: number, k: number, n: number): void {
+    const id = `${table}|${match}`;
+    let c = this.#clauses.get(id);
+    if (!c) {
+      c = { table, priority: PRIO.CLAUSE, match, actions: new Set() };
+      this.#clauses.set(id, c);
+    }
+    c.actions.add(`conjunction(${conj},${k}/${n})`);
+  }
+
+  all(): string[] {
+    const clauses = [...this.#clauses.values()].map((c) =>
+      flow(POLICY_COOKIE, c.table, c.priority, c.match, [...c.actions].sort().join(',')),
+    );
+    return [...this.flows, ...clauses];
+  }
+}
+
+/** The fixed flows: the way into the policy tables, their defaults, the node's pass, the commit. */
+export function policyBaseFlows(node: PolicyNode): string[] {
+  const c = POLICY_COOKIE;
+  const T = POLICY_TABLE;
+  const mark = `0x${CT_MARK_FROM_GATEWAY.toString(16)}`;
+  const out = [
+    // ND is not tracked (it would be -est-rel): it keeps the way it had, to forwarding.
+    flow(c, T.GATEWAY_CT, 240, 'icmp6,icmp_type=135,icmp_code=0', goto(T.L2_FORWARDING)),
+    flow(c, T.GATEWAY_CT, 240, 'icmp6,icmp_type=136,icmp_code=0', goto(T.L2_FORWARDING)),
+    flow(c, T.EGRESS_RULES, 0, '', goto(T.INGRESS_RULES)),
+    flow(c, T.INGRESS_RULES, 0, '', goto(T.POLICY_COMMIT)),
+    flow(c, T.POLICY_COMMIT, 0, '', goto(T.L2_FORWARDING)),
+  ];
+  for (const proto of ['ip', 'ipv6']) {
+    // Above the pipeline's commit of the gateway's new connections (220): the decision comes first.
+    out.push(flow(c, T.GATEWAY_CT, 230, `ct_state=-est-rel+trk,${proto}`, goto(T.EGRESS_RULES)));
+    out.push(
+      flow(
+        c,
+        T.POLICY_COMMIT,
+        200,
+        `${proto},in_port=${node.gatewayOfport}`,
+        `ct(commit,zone=${CT_ZONE},exec(set_field:${mark}->ct_mark)),${goto(T.L2_FORWARDING)}`,
+      ),
+    );
+    out.push(flow(c, T.POLICY_COMMIT, 100, proto, `ct(commit,zone=${CT_ZONE}),${goto(T.L2_FORWARDING)}`));
+  }
+  for (const ip of node.nodeIps) {
+    const m = `${addressMatch(ip, 'src')},in_port=${node.gatewayOfport}`;
+    out.push(flow(c, T.INGRESS_RULES, PRIO.NODE, m, goto(T.POLICY_COMMIT)));
+  }
+  return out;
+}
+
+/** A policy flow set and what each counting cookie counts. */
+export interface PolicyFlows {
+  flows: string[];
+  counters: Map<bigint, CounterKey>;
+}
+
+/**
+ * Every flow of `pods`, base flows included. `ids` gives each (pod, direction, rule, entry) and each
+ * (pod, direction) its number; the ids of what is gone are freed.
+ */
+export function policyFlows(node: PolicyNode, pods: readonly PodPolicy[], ids: ConjunctionIds): PolicyFlows {
+  const set = new FlowSet();
+  const counters = new Map<bigint, CounterKey>();
+  const used = new Set<string>();
+  const seen = new Set<string>();
+  for (const p of pods) {
+    const pod = `${p.namespace}/${p.name}`;
+    if (seen.has(pod)) throw new TypeError(`pod ${pod} is given twice`);
+    seen.add(pod);
+    for (const dir of ['egress', 'ingress'] as const) {
+      const d = p[dir];
+      if (d) podDirection(set, counters, used, ids, pod, p.ips, dir, d);
+    }
+  }
+  ids.retain(used);
+  return { flows: [...policyBaseFlows(node), ...set.all()], counters };
+}
+
+function podDirection(
+  set: FlowSet,
+  counters: Map<bigint, CounterKey>,
+  used: Set<string>,
+  ids: ConjunctionIds,
+  pod: string,
+  ips: readonly string[],
+  dir: Direction,
+  d: DirectionPolicy,
+): void {
+  const T = POLICY_TABLE;
+  const table = dir === 'egress' ? T.EGRESS_RULES : T.INGRESS_RULES;
+  const next = dir === 'egress' ? T.INGRESS_RULES : T.POLICY_COMMIT;
+  const own = dir === 'egress' ? 'src' : 'dst';
+  const peer = dir === 'egress' ? 'dst' : 'src';
+  const denyKey = `${pod}|${dir}|deny`;
+  used.add(denyKey);
+  const deny = POLICY_COOKIE | KIND_DENY | BigInt(ids.id(denyKey));
+  counters.set(deny, { rule: `${pod}/${dir}/deny`, pod });
+  for (const ip of ips) set.add(deny, table, PRIO.ISOLATED, addressMatch(ip, own), 'drop');
+  for (const rule of d.rules) {
+    rule.entries.forEach((entry: AllowEntry, i: number) => {
+      const key = `${pod}|${dir}|${rule.id}|${i}`;
+      const peers = entry.peers === 'any' ? null : entry.peers;
+      const ports = entry.ports === 'any' ? null : entry.ports;
+      // A peer of a family the pod has not can never meet it; an empty list allows nothing: no flow.
+      const families = { v4: ips.some((ip) => !isV6(ip)), v6: ips.some(isV6) };
+      const reachable = peers?.filter((cidr) => (isV6(cidr) ? families.v6 : families.v4)) ?? null;
+      if ((reachable && reachable.length === 0) || (ports && ports.length === 0)) return;
+      used.add(key);
+      const id = ids.id(key);
+      const cookie = POLICY_COOKIE | KIND_RULE | BigInt(id);
+      counters.set(cookie, { rule: rule.id, pod });
+      const n = 1 + (peers ? 1 : 0) + (ports ? 1 : 0);
+      if (n === 1) {
+        for (const ip of ips) set.add(cookie, table, PRIO.ALLOW_ALL, addressMatch(ip, own), goto(next));
+        return;
+      }
+      set.add(cookie, table, PRIO.CONJ_ID, `conj_id=${id}`, goto(next));
+      for (const ip of ips) set.clause(table, addressMatch(ip, own), id, 1, n);
+      let k = 2;
+      if (reachable) {
+        for (const cidr of reachable) set.clause(table, addressMatch(cidr, peer), id, k, n);
+        k++;
+      }
+      if (ports)
+        for (const r of ports) for (const m of portMatches(r, families)) set.clause(table, m, id, k, n);
+    });
+  }
+}
