@@ -1180,6 +1180,12 @@ const MUTATIONS = [
     tests: ['test/multinode/kube-policy-ovs.test.js'],
   },
   {
+    id: 'ovs-switch-restart-unjudged',
+    what: 'OVS: a replay that finds no policy flows (ovs-vswitchd restarted while the agent was away) forwards unjudged until the first apply instead of isolating every local pod',
+    edits: [['src/datapath/ovs/ovs-datapath.js', 'this.#o.policy &&', 'false &&']],
+    tests: ['test/multinode/kube-policy-ovs.test.js'],
+  },
+  {
     id: 'ippool-write-without-resource-version',
     what: 'IPPool claims and releases written without the resourceVersion precondition (last write wins: two nodes hand out one address, a claim is lost)',
     edits: [

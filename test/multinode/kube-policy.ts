@@ -277,6 +277,32 @@ export function policyThroughAgent(datapath: 'linux-bridge' | 'ovs'): void {
         );
       }
 
+      // OVS: ovs-vswitchd restarted while the agent is away (the switch comes back with an empty flow
+      // table and forwards nothing), then the agent started with a denied sender rushing: its replay
+      // of the switch's state must not forward anything unjudged before its first policy apply.
+      if (datapath === 'ovs') {
+        const ovs = a.node.ovs;
+        assert.ok(ovs);
+        await a.node.stopAgent('SIGTERM');
+        await ovs.killDaemon('ovs-vswitchd');
+        await ovs.startDaemon('ovs-vswitchd');
+        const rushed = await udpRush(bad.netns, srv.ip, PORT, 10, 'switch');
+        await a.node.startAgent();
+        await expectReach(
+          cli,
+          toSrv,
+          [true, false, false],
+          'agent and switch back: cli allowed, nothing more',
+        );
+        const rushedSent = await rushed.sent;
+        const rushedHeard = await udpHeard(far.netns, srv.ip, PORT, 'switch');
+        t.diagnostic(
+          `${datapath}: switch restarted while the agent was away: ${rushedSent} denied datagrams sent, ${rushedHeard} heard`,
+        );
+        assert.ok(rushedSent > 100, `bad sent throughout (${rushedSent})`);
+        assert.equal(rushedHeard, 0, 'nothing denied arrived while the agent replayed the switch');
+      }
+
       // The agent restarted while the API server is away: the snapshot of the last known state.
       await kube().stop();
       await a.node.stopAgent('SIGTERM');

@@ -36,6 +36,8 @@ export function createDatapath(
         gateway: config.gateway,
         ovsdb: config.ovsdb,
         datapathType: config.ovsDatapathType,
+        // NetworkPolicy is enforced with the Kubernetes store (startup/policy-start.ts).
+        policy: config.cluster?.store.store === 'kubernetes',
         ...(log
           ? { warn: (msg, fields) => log.warn(msg, fields), info: (msg, fields) => log.info(msg, fields) }
           : {}),

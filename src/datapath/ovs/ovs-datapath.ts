@@ -39,7 +39,7 @@ import {
   TABLE_NAMES,
   UNDERLAY_FLOOD_COOKIE,
 } from './pipeline.js';
-import { POLICY_COOKIE, POLICY_COOKIE_MASK } from './policy-flows.js';
+import { isolatedPolicyFlows, POLICY_COOKIE, POLICY_COOKIE_MASK } from './policy-flows.js';
 import { OvsPolicyBackend } from './policy-ovs-backend.js';
 import { checkPodPort } from './port-check.js';
 import {
@@ -78,6 +78,12 @@ export interface OvsDatapathOptions {
   info?: (message: string, fields: Record<string, unknown>) => void;
   /** How long start() waits for the bridge's OpenFlow connection. */
   connectTimeoutMs?: number;
+  /**
+   * NetworkPolicy will be enforced on this bridge (policyBackend()). A replay that finds no policy
+   * flows in the switch (ovs-vswitchd restarted with an empty table) before the backend's first apply
+   * isolates every local pod both ways until that apply, instead of forwarding unjudged.
+   */
+  policy?: boolean;
 }
 
 /** Pod ports' OpenFlow numbers start here (ofport-pool.ts); the gateway and uplink keep the low ones. */
@@ -244,6 +250,7 @@ export class OvsDatapath implements Datapath {
     }
     const want = pipelineFlows(gw);
     const vlanPorts: string[] = [];
+    const localPods: Array<{ name: string; ips: string[] }> = [];
     this.#ofports.reset(rows);
     // Numbers of failed ADDs' flows: the replace below removes those flows, and the reset freed them.
     this.#rowless.clear();
@@ -262,6 +269,7 @@ export class OvsDatapath implements Datapath {
         }),
       );
       if (rec.vlan) vlanPorts.push(row.name);
+      localPods.push({ name: row.name, ips: rec.ips });
     }
     want.push(...floodFlows(rows, gw, this.#cidrs));
     // Like flows, no-flood does not outlive ovs-vswitchd: set it again, before the flows that count on
@@ -271,11 +279,17 @@ export class OvsDatapath implements Datapath {
       .filter((r) => r.externalIds[EXT_ROLE] === ROLE_UPLINK && r.ofport !== undefined && r.ofport > 0)
       .map((r) => r.name);
     for (const name of [...uplinks, ...vlanPorts]) await flows.setNoFlood(name);
-    const outcome = await this.#exclusive(() => {
+    const outcome = await this.#exclusive(async () => {
       // The policy flows as last applied (with the gateway's port as it is now); before the policy
       // backend's first apply, those in the switch are kept as found (an agent restarted with
-      // policies in force: none opens before the first apply).
-      const policy = this.#policy?.flowsInForce();
+      // policies in force: none opens before the first apply), or, when the switch holds none and
+      // policy is to be enforced (ovs-vswitchd restarted while the agent was away), every local pod
+      // isolated until that apply.
+      const policy =
+        this.#policy?.flowsInForce() ??
+        (this.#o.policy && (await flows.dumpMasked(POLICY_COOKIE, POLICY_COOKIE_MASK)).length === 0
+          ? isolatedPolicyFlows({ gatewayOfport: gw.ofport, nodeIps: this.#nodeIps() }, localPods)
+          : undefined);
       return policy === undefined
         ? flows.replace(want, { keep: { cookie: POLICY_COOKIE, mask: POLICY_COOKIE_MASK } })
         : flows.replace([...want, ...policy]);
@@ -688,7 +702,7 @@ export class OvsDatapath implements Datapath {
     if (this.#policy) return this.#policy;
     const flows = this.#flows;
     if (!flows) throw new DatapathError('OVS datapath: policyBackend() before start()');
-    const nodeIps = this.#o.gateways.map((g) => g.address);
+    const nodeIps = this.#nodeIps();
     this.#policy = new OvsPolicyBackend(
       flows,
       () => ({ gatewayOfport: this.#requireGateway().ofport, nodeIps }),
@@ -712,6 +726,11 @@ export class OvsDatapath implements Datapath {
   #requireGateway(starting = false): GatewayFlowsInput {
     if (!(this.#started || starting) || !this.#gateway) throw new DatapathError('OVS datapath not started');
     return this.#gateway;
+  }
+
+  /** The node's own addresses, as the policy flows let them reach every pod. */
+  #nodeIps(): string[] {
+    return this.#o.gateways.map((g) => g.address);
   }
 
   #podGatewaysV4(): string[] {

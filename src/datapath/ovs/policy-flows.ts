@@ -234,6 +234,29 @@ export function policyFlows(node: PolicyNode, pods: readonly PodPolicy[], ids: C
   return { flows: [...policyBaseFlows(node), ...set.all()], counters };
 }
 
+/**
+ * Every given pod isolated both ways, nothing allowed but what the base flows pass (the node itself,
+ * replies): what a bridge that lost its flows holds until the policy backend's first apply, so that
+ * a switch restarted while the agent was away forwards nothing a policy would refuse meanwhile.
+ */
+export function isolatedPolicyFlows(
+  node: PolicyNode,
+  pods: ReadonlyArray<{ name: string; ips: readonly string[] }>,
+): string[] {
+  const isolated = { policies: [UNTIL_APPLIED], rules: [] };
+  const all = pods.map((p) => ({
+    namespace: '',
+    name: p.name,
+    ips: [...p.ips],
+    ingress: isolated,
+    egress: isolated,
+  }));
+  return policyFlows(node, all, new ConjunctionIds()).flows;
+}
+
+/** The isolating "policy" of a pod on a replay before the policy backend's first apply. */
+export const UNTIL_APPLIED = '(policy not applied yet: isolated)';
+
 function podDirection(
   set: FlowSet,
   counters: Map<bigint, CounterKey>,
