@@ -53,6 +53,18 @@ export function kubeBinDir(): string {
   }
 }
 
+/** A file of deploy/, looked for upwards from here (as kubeBinDir looks for the build script). */
+export function deployFile(name: string): string {
+  let dir = import.meta.dirname;
+  for (;;) {
+    const path = join(dir, 'deploy', name);
+    if (existsSync(path)) return path;
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`deploy/${name} not found above ${import.meta.dirname}`);
+    dir = up;
+  }
+}
+
 export interface KubeApiOptions {
   /** Run inside this namespace (the caller owns it); default: a namespace of its own. */
   netns?: string;
@@ -249,6 +261,23 @@ export class KubeApiServer {
   /** Applies objects given as JSON values (`kubectl apply -f -`). */
   async apply(...objects: object[]): Promise<void> {
     await this.kubectlOk(['apply', '-f', '-'], objects.map((o) => JSON.stringify(o)).join('\n'));
+  }
+
+  /**
+   * Installs podwire's IPPool custom resource as users do (`kubectl apply -f deploy/crd-ippool.yaml`)
+   * and waits until the API server serves it.
+   */
+  async installPoolCrd(): Promise<void> {
+    const file = deployFile('crd-ippool.yaml');
+    await this.kubectlOk(['apply', '-f', '-'], readFileSync(file, 'utf8'));
+    await this.kubectlOk([
+      'wait',
+      '--for',
+      'condition=established',
+      '--timeout',
+      '60s',
+      'crd/ippools.podwire.io',
+    ]);
   }
 
   /** etcd's current revision, and a compaction of everything before it. Equivalent to: `etcdctl compact REV`. */

@@ -28,7 +28,8 @@ debian_sources=/etc/apt/sources.list.d/debian.sources
 # What `make WHAT=...` needs beyond a Debian base with make and gcc: the Go toolchain Debian 12
 # builds this package with, rsync (hack/lib/golang.sh copies the generated files with it),
 # dpkg-dev (`apt-get source` unpacks with dpkg-source), libc6-dev (the static pause binary).
-build_packages=(golang-1.19-go rsync dpkg-dev make gcc libc6-dev)
+# golang-github-modern-go-reflect2-dev: reflect2 1.0.2, vendored in place of the tree's 1.0.1 (below).
+build_packages=(golang-1.19-go rsync dpkg-dev make gcc libc6-dev golang-github-modern-go-reflect2-dev)
 stage1_targets=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet
   cmd/kube-proxy cmd/kubectl)
 stage1_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
@@ -103,6 +104,7 @@ version=$(source_version)
 complete() {
   local b
   [ -f "$1/BUILD-STAMP" ] || return 1
+  [ -f "$1/.stage1-reflect2-1.0.2" ] || return 1
   for b in "${stage1_bins[@]}" "${stage2_bins[@]}"; do [ -x "$1/$b" ] || return 1; done
 }
 if [ -z "$version" ] || ! complete "$cache/$version/bin"; then
@@ -165,6 +167,21 @@ tree=$(find "$top/src" -mindepth 1 -maxdepth 1 -type d -name "$pkg-*" | head -n 
 [ -n "$tree" ] && [ -f "$tree/Makefile" ] && [ -f "$tree/debian/rules" ] \
   || die "no unpacked source tree with Makefile and debian/rules in $top/src (remove $top/src to fetch it again)"
 
+# --- reflect2 1.0.2 ------------------------------------------------------------------------------------
+# v1.20.2 vendors github.com/modern-go/reflect2 v1.0.1, whose map iteration copies the Go runtime's
+# iterator struct of before Go 1.18; built with Go 1.19 it faults (SIGSEGV in mapiterinit) on the
+# first map json-iterator encodes by reflection: kube-apiserver dies on the first custom resource it
+# decodes (decision 48). Debian's reflect2 1.0.2 is the upstream fix, API-compatible; stage 1 is
+# rebuilt with it (the marker below says it was).
+reflect2=$tree/vendor/github.com/modern-go/reflect2
+reflect2_debian=/usr/share/gocode/src/github.com/modern-go/reflect2
+if [ ! -f "$reflect2/go_above_118.go" ]; then
+  [ -f "$reflect2_debian/go_above_118.go" ] || die "$reflect2_debian: no reflect2 1.0.2 (golang-github-modern-go-reflect2-dev)"
+  log "vendoring github.com/modern-go/reflect2 1.0.2 from $reflect2_debian"
+  rm -f "$reflect2"/*.go "$reflect2"/*.s
+  cp "$reflect2_debian"/*.go "$reflect2_debian"/*.s "$reflect2/"
+fi
+
 # --- the GOPATH that debian/rules sets up ------------------------------------------------------------
 # debian/rules: `mkdir -p .go/src/k8s.io && ln -s ../../.. .go/src/k8s.io/kubernetes`, GOPATH on
 # .go, CGO_ENABLED=0; GO111MODULE=off (GOPATH mode: this tree's vendor/ is used). hack/lib/golang.sh
@@ -187,13 +204,14 @@ out=$gotree/_output/local/bin/linux/amd64
 have_all() { local b; for b in "$@"; do [ -x "$bin/$b" ] || return 1; done; }
 
 # --- stage 1: control plane, node, client ------------------------------------------------------------
-if ! have_all "${stage1_bins[@]}"; then
+if ! have_all "${stage1_bins[@]}" || [ ! -f "$bin/.stage1-reflect2-1.0.2" ]; then
   stage "make WHAT=${stage1_targets[*]}"
   (cd "$gotree" && make WHAT="${stage1_targets[*]}") || die "stage 1 (make WHAT=${stage1_targets[*]}) failed (see above)"
   for b in "${stage1_bins[@]}"; do
     [ -x "$out/$b" ] || die "make finished without $out/$b"
     cp "$out/$b" "$bin/$b.tmp" && mv "$bin/$b.tmp" "$bin/$b"
   done
+  touch "$bin/.stage1-reflect2-1.0.2"
   stage_done
 fi
 
@@ -239,6 +257,7 @@ have_all "${stage1_bins[@]}" "${stage2_bins[@]}" || die "some binaries are missi
 {
   echo "source package: $pkg $version"
   echo "go: $(go version)"
+  echo "vendored github.com/modern-go/reflect2: 1.0.2 (Debian's; the tree's 1.0.1 faults under Go 1.18+)"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) ($(nproc) cores)"
   echo "stage durations (nice 19, ionice idle, on a shared machine):"
   sed 's/^/  /' "$top/stage-durations" 2>/dev/null || true

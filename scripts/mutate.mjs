@@ -1185,6 +1185,24 @@ const MUTATIONS = [
     edits: [['src/datapath/ovs/ovs-datapath.js', 'this.#o.policy &&', 'false &&']],
     tests: ['test/multinode/kube-policy-ovs.test.js'],
   },
+  {
+    id: 'ippool-write-without-resource-version',
+    what: 'IPPool claims and releases written without the resourceVersion precondition (last write wins: two nodes hand out one address, a claim is lost)',
+    edits: [
+      [
+        'src/cluster/kube-pools.js',
+        'const body = { metadata: { resourceVersion: rv }, status: decision.patch };',
+        'const body = { status: decision.patch };',
+      ],
+    ],
+    tests: ['test/kube/kube-pools-race.test.js'],
+  },
+  {
+    id: 'ippool-range-order-unchecked',
+    what: 'IP pool decoder: a range whose START is after its END is accepted (an IPPool the CRD schema cannot refuse gets through, unlogged and uncounted)',
+    edits: [['src/cluster/ip-pool.js', 'if (last.value < first.value)', 'if (false)']],
+    tests: ['test/kube/kube-pools.test.js'],
+  },
 ];
 
 function build() {

@@ -25,10 +25,13 @@ async function withPools<T>(
 ): Promise<T> {
   const config = loadAgentConfig(args.config ?? DEFAULT_CONFIG_PATH);
   if (!config.cluster) throw new InvalidConfigError('the configuration has no cluster: section');
-  const store = await openClusterStore(config.cluster.store);
+  // store: kubernetes writes only the agent's own Node; the pool commands write IPPool objects alone
+  const store = await openClusterStore(config.cluster.store, { nodeName: config.cluster.nodeName });
   try {
     if (!store.pools)
-      throw new InvalidConfigError(`${store.description} keeps no IP pools (pools need etcd)`);
+      throw new InvalidConfigError(
+        `${store.description} keeps no IP pools (pools need etcd, or store: kubernetes with pools: true)`,
+      );
     return await fn(
       store.pools,
       AbortSignal.timeout(TIMEOUT_MS),
@@ -173,7 +176,9 @@ export const poolCommand: Command = {
   help: `usage: podwire pool create NAME --ranges R[,R...] --gateway IP --prefix-length N [--vlan V]
        podwire pool list | show NAME | delete NAME
 
-IP pools live in the cluster store (etcd). A range is a CIDR or START-END; the subnet's network,
+IP pools live in the cluster store: etcd, or with store: kubernetes and pools: true the IPPool
+objects of podwire's custom resource (deploy/crd-ippool.yaml; their status names each address's
+holder). A range is a CIDR or START-END; the subnet's network,
 gateway and broadcast are never handed out. VLAN 0 (the default) is untagged. A pod draws from a pool
 when its CNI_ARGS say PODWIRE_POOL=NAME or its namespace is mapped in the agent's poolByNamespace;
 IP=ADDR in CNI_ARGS (or runtimeConfig.ips) asks for a fixed address of the pool. A pool with

@@ -54,16 +54,20 @@ export interface EtcdStoreConfig {
   insecure?: true;
 }
 
-/** `{store: kubernetes}`: in-cluster (the pod's service account), or `kubeconfig: FILE`. */
+/**
+ * `{store: kubernetes}`: in-cluster (the pod's service account), or `kubeconfig: FILE`; `pools: true`
+ * for IP pools as IPPool objects (the CRD deploy/crd-ippool.yaml installed; decision 48).
+ */
 export interface KubeStoreConfig {
   store: 'kubernetes';
   kubeconfig?: string;
+  pools?: true;
 }
 
 export type ClusterStoreConfig = { store: 'file'; path: string } | EtcdStoreConfig | KubeStoreConfig;
 
 const FILE_KEYS = new Set(['store', 'path']);
-const KUBE_KEYS = new Set(['store', 'kubeconfig']);
+const KUBE_KEYS = new Set(['store', 'kubeconfig', 'pools']);
 const ETCD_KEYS = new Set(['store', 'endpoints', 'prefix', 'requestTimeoutMs', 'tls', 'auth', 'insecure']);
 const TLS_KEYS = new Set(['ca', 'cert', 'key']);
 const AUTH_KEYS = new Set(['username', 'passwordFile']);
@@ -90,10 +94,14 @@ export function parseClusterStoreConfig(value: unknown, key = 'cluster'): Cluste
   if (obj.store === 'kubernetes') {
     for (const k of Object.keys(obj))
       if (!KUBE_KEYS.has(k)) throw bad(`${key}.${k}`, 'unknown key for store: kubernetes');
-    if (obj.kubeconfig === undefined) return { store: 'kubernetes' };
+    if (obj.pools !== undefined && typeof obj.pools !== 'boolean')
+      throw bad(`${key}.pools`, 'must be true or false');
+    const out: KubeStoreConfig = { store: 'kubernetes' };
+    if (obj.pools === true) out.pools = true;
+    if (obj.kubeconfig === undefined) return out;
     if (typeof obj.kubeconfig !== 'string' || !isAbsolute(obj.kubeconfig))
       throw bad(`${key}.kubeconfig`, 'must be an absolute path');
-    return { store: 'kubernetes', kubeconfig: obj.kubeconfig };
+    return { ...out, kubeconfig: obj.kubeconfig };
   }
   if (obj.store === 'etcd') {
     for (const k of Object.keys(obj))
@@ -240,6 +248,7 @@ export async function openClusterStore(
     return KubeStore.open({
       connection,
       nodeName: extras.nodeName,
+      ...(config.pools ? { pools: true } : {}),
       ...(extras.kubeLog ? { log: extras.kubeLog } : {}),
     });
   }

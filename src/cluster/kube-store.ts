@@ -27,6 +27,7 @@ import { pause } from './backoff.js';
 import { EventQueue } from './event-queue.js';
 import { PodCache } from './kube-pod-cache.js';
 import { PolicyCache } from './kube-policy-cache.js';
+import { KubePoolStore } from './kube-pools.js';
 import { byName, diffNodes, parseNodeRecord } from './node-record.js';
 import {
   type ClusterStore,
@@ -55,6 +56,8 @@ export interface KubeStoreOptions {
   requestTimeoutMs?: number;
   /** How often `leasePodCIDRs` looks again for CIDRs the Node does not have yet; default 500 ms. */
   leasePollMs?: number;
+  /** Offer IP pools: the IPPool custom resource (kube-pools.ts, deploy/crd-ippool.yaml). */
+  pools?: boolean;
 }
 
 interface WireNode {
@@ -134,6 +137,8 @@ export class KubeStore implements ClusterStore {
   readonly podCache: PodCache;
   /** NetworkPolicies (kube-policy-cache.ts), on the same connection. */
   readonly policyCache: PolicyCache;
+  /** IP pools as IPPool objects, when the configuration asks for them (`pools: true`). */
+  readonly pools?: KubePoolStore;
 
   private constructor(o: KubeStoreOptions) {
     this.#o = o;
@@ -154,20 +159,27 @@ export class KubeStore implements ClusterStore {
       log: o.log ?? (() => undefined),
     });
     this.policyCache = new PolicyCache({ client: this.#client, log: o.log ?? (() => undefined) });
+    if (o.pools)
+      this.pools = new KubePoolStore({
+        client: this.#client,
+        where: this.description,
+        log: o.log ?? (() => undefined),
+      });
   }
 
-  /** Starts the Node, Pod and Namespace reflectors; an unreachable API server only shows in health(). */
+  /** Starts the Node, Pod, Namespace and NetworkPolicy reflectors (and the IPPool one with `pools`); an unreachable API server only shows in health(). */
   static open(o: KubeStoreOptions): KubeStore {
     const store = new KubeStore(o);
     store.#nodes.start();
     store.podCache.start();
     store.policyCache.start();
+    store.pools?.start();
     return store;
   }
 
-  /** Nodes skipped as invalid so far (each Node version counted once). */
+  /** Nodes and IPPools skipped as invalid so far (each object version counted once). */
   get invalidRecords(): number {
-    return this.#nodes.stats.invalidObjects;
+    return this.#nodes.stats.invalidObjects + (this.pools?.invalidObjects ?? 0);
   }
 
   async #synced(opts: OpOptions, what: string): Promise<void> {
@@ -354,7 +366,12 @@ export class KubeStore implements ClusterStore {
 
   async close(): Promise<void> {
     this.#closed.abort();
-    await Promise.all([this.#nodes.stop(), this.podCache.stop(), this.policyCache.stop()]);
+    await Promise.all([
+      this.#nodes.stop(),
+      this.podCache.stop(),
+      this.policyCache.stop(),
+      this.pools?.stop(),
+    ]);
     this.#client.close();
   }
 }

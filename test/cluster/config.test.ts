@@ -4,6 +4,18 @@ import { parseClusterStoreConfig } from '../../src/cluster/config.js';
 import { isCode } from './watch-log.js';
 
 describe('cluster store configuration', () => {
+  test('kubernetes section: kubeconfig and pools (IPPool objects, decision 48)', () => {
+    assert.deepEqual(parseClusterStoreConfig({ store: 'kubernetes' }), { store: 'kubernetes' });
+    assert.deepEqual(
+      parseClusterStoreConfig({ store: 'kubernetes', kubeconfig: '/etc/podwire/kubeconfig', pools: true }),
+      { store: 'kubernetes', kubeconfig: '/etc/podwire/kubeconfig', pools: true },
+    );
+    assert.deepEqual(parseClusterStoreConfig({ store: 'kubernetes', pools: false }), { store: 'kubernetes' });
+    assert.throws(
+      () => parseClusterStoreConfig({ store: 'kubernetes', pools: 'yes' }),
+      isCode('ERR_INVALID_CONFIG', /cluster\.pools: must be true or false/),
+    );
+  });
   test('file and etcd sections', () => {
     assert.deepEqual(parseClusterStoreConfig({ store: 'file', path: '/etc/podwire/cluster.yaml' }), {
       store: 'file',

@@ -48,6 +48,18 @@ function isCode(code: string, re?: RegExp): (err: unknown) => boolean {
 
 const byIp = (a: PoolClaim, b: PoolClaim) => a.ip.localeCompare(b.ip);
 
+/**
+ * The pools the claim tests use, created first: a claim is made in a pool that exists (the
+ * Kubernetes store keeps the claims inside the pool object, so there is nothing to claim in without it).
+ */
+const SIX: IpPool = {
+  name: 'six',
+  ranges: ['fd00:30::/120'],
+  subnet: { gateway: 'fd00:30::1', prefixLength: 64 },
+  vlan: 0,
+};
+const RED: IpPool = { ...BLUE, name: 'red' };
+
 export function poolStoreCompliance(name: string, makeHarness: () => Promise<PoolStoreHarness>): void {
   async function withStores(fn: (open: () => Promise<PoolStore>) => Promise<void>): Promise<void> {
     const harness = await makeHarness();
@@ -120,6 +132,7 @@ export function poolStoreCompliance(name: string, makeHarness: () => Promise<Poo
     test('addresses are canonical: IPv6 in any spelling names one claim', () =>
       withStores(async (open) => {
         const s = await open();
+        await s.createPool(SIX);
         const claim = await s.claim('six', 'FD00:30:0::00A', owner('c1'));
         assert.equal(claim?.ip, 'fd00:30::a');
         assert.equal(await s.claim('six', 'fd00:30::a', owner('c2')), undefined);
@@ -138,6 +151,8 @@ export function poolStoreCompliance(name: string, makeHarness: () => Promise<Poo
     test('pools are independent: one address held in two pools', () =>
       withStores(async (open) => {
         const s = await open();
+        await s.createPool(BLUE);
+        await s.createPool(RED);
         assert.ok(await s.claim('blue', '172.30.0.100', owner('c1')));
         assert.ok(await s.claim('red', '172.30.0.100', owner('c2')));
         assert.equal((await s.claims('blue'))[0]?.owner.containerId, 'c1');
@@ -148,6 +163,7 @@ export function poolStoreCompliance(name: string, makeHarness: () => Promise<Poo
       withStores(async (open) => {
         const a = await open();
         const b = await open();
+        await a.createPool(BLUE);
         const first = await a.claim('blue', '172.30.0.110', owner('c1'));
         assert.ok(first);
         assert.equal(await b.release('blue', first), true);
@@ -168,6 +184,7 @@ export function poolStoreCompliance(name: string, makeHarness: () => Promise<Poo
     test('20 clients racing for one address: exactly one holds it, and claimOf names that one', () =>
       withStores(async (open) => {
         const clients = await Promise.all(Array.from({ length: 20 }, () => open()));
+        await clients[0]?.createPool(BLUE);
         const got = await Promise.all(
           clients.map((s, i) => s.claim('blue', '172.30.0.111', owner(`c${i}`, `node-${i}`))),
         );

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { describe, test } from 'node:test';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
@@ -34,6 +35,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   ServiceAccount,
   ClusterRole,
   ClusterRoleBinding,
+  CustomResourceDefinition,
 };
 const NAMESPACE = 'kube-system';
 const manifests = loadManifests();
@@ -64,11 +66,12 @@ describe('deploy/ against the Kubernetes schema', () => {
       'ClusterRole',
       'ClusterRoleBinding',
       'ConfigMap',
+      'CustomResourceDefinition',
       'DaemonSet',
       'ServiceAccount',
     ]);
     for (const { file, obj } of manifests) {
-      const clusterScoped = obj.kind.startsWith('Cluster');
+      const clusterScoped = obj.kind.startsWith('Cluster') || obj.kind === 'CustomResourceDefinition';
       assert.equal(obj.metadata.namespace, clusterScoped ? undefined : NAMESPACE, `${file} ${obj.kind}`);
     }
   });
@@ -257,21 +260,27 @@ describe('deploy/ against podwire', () => {
     // Nodes: get (the installer's GET of its own Node; the store's GET before its patch), list and
     // watch (the store's reflector), patch (the podwire.io/node annotation on its own Node).
     // Pods and Namespaces: list and watch only (the pod cache's reflectors, decision 47): no GET of
-    // one object anywhere. NetworkPolicies: list and watch (the policy cache, decision 49). No write
-    // but the patch.
+    // one object anywhere. NetworkPolicies: list and watch (the policy cache, decision 49). IPPools:
+    // get (a fresh read before answering "taken" or "no such pool"), list and watch (the pool cache),
+    // and a patch of their status only (the claims, decision 48), never of a pool's spec. No write
+    // but the patches.
     assert.deepEqual(role.rules, [
       { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
       { apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['list', 'watch'] },
       { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['list', 'watch'] },
+      { apiGroups: ['podwire.io'], resources: ['ippools'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['podwire.io'], resources: ['ippools/status'], verbs: ['patch'] },
     ]);
     // Every collection a reflector of the agent's lists and watches is among them (a new watch
-    // without its rule would fail only on a real cluster, with 403 in the agent's log).
+    // without its rule would fail only on a real cluster, with 403 in the agent's log): each path
+    // given as a reflector's `path: '...'` or as a `..._PATH = '...'` constant (kube-pools.ts), of
+    // any version (IPPools are podwire.io/v1alpha1).
     const srcDir = join(dirname(DEPLOY_DIR), 'src', 'cluster');
     const watched = readdirSync(srcDir)
       .filter((f) => f.endsWith('.ts'))
       .flatMap((f) => [
         ...readFileSync(join(srcDir, f), 'utf8').matchAll(
-          /path: '\/(?:api|apis\/([a-z0-9.]+))\/v1\/([a-z]+)'/g,
+          /(?:path: |_PATH = )'\/(?:api|apis\/([a-z0-9.]+))\/v[0-9]+(?:(?:alpha|beta)[0-9]+)?\/([a-z]+)'/g,
         ),
       ])
       .map((m) => `${m[1] ?? ''}/${m[2] as string}`);
@@ -280,6 +289,7 @@ describe('deploy/ against podwire', () => {
       '/nodes',
       '/pods',
       'networking.k8s.io/networkpolicies',
+      'podwire.io/ippools',
     ]);
     for (const key of watched) {
       const [group, resource] = key.split('/') as [string, string];

@@ -89,9 +89,14 @@ test("the RBAC the page describes is rbac.yaml's ClusterRole, rule for rule", ()
   const role = findOne<K8sObject & { rules: Rule[] }>(manifests, 'ClusterRole');
   const row = /\n\| `rbac\.yaml` \|(.*)\|\n/.exec(README)?.[1] ?? '';
   const prose = section('The cluster store');
-  const english = (verbs: string[]) => `${verbs.slice(0, -1).join(', ')} and ${verbs.at(-1)}`;
-  const kind = (r: string) =>
-    r === 'networkpolicies' ? 'NetworkPolicies' : r[0]?.toUpperCase() + r.slice(1);
+  const english = (verbs: string[]) =>
+    verbs.length === 1 ? `${verbs[0]}` : `${verbs.slice(0, -1).join(', ')} and ${verbs.at(-1)}`;
+  const names: Record<string, string> = {
+    networkpolicies: 'NetworkPolicies',
+    ippools: 'IPPools',
+    'ippools/status': 'IPPool status',
+  };
+  const kind = (r: string) => names[r] ?? r[0]?.toUpperCase() + r.slice(1);
   const named = (resources: string[]) => resources.map(kind).join(' and ');
   for (const rule of role.rules) {
     const phrase = `${named(rule.resources)} ${english(rule.verbs)}`;

@@ -40,7 +40,7 @@ export class PodIpam {
     if (req.pool === undefined) return this.node.allocate(att, meta);
     if (!this.pools)
       throw new InvalidConfigError(
-        `${req.pool.poolSource}: IP pools need cluster mode with an etcd store (this agent has none)`,
+        `${req.pool.poolSource}: IP pools need cluster mode with an etcd store, or store: kubernetes with pools: true (this agent has none)`,
       );
     return [await this.pools.allocate(att, { ...req.pool, ...meta })];
   }

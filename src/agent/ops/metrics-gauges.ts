@@ -191,7 +191,7 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
     },
     {
       name: 'podwire_cluster_invalid_records_total',
-      help: 'Node records the cluster store holds that are not valid and were skipped, each version once (store: kubernetes: a Node whose podwire.io/node annotation, pod CIDRs or InternalIP is malformed or missing); absent on a single node.',
+      help: 'Node records the cluster store holds that are not valid and were skipped, each version once (store: kubernetes: a Node whose podwire.io/node annotation, pod CIDRs or InternalIP is malformed or missing; with pools: true, an IPPool the decoder refuses, e.g. a range whose start is after its end); absent on a single node.',
       type: 'counter',
       read: () => (ctx.cluster ? [{ labels: {}, value: ctx.cluster.invalidRecordsTotal }] : []),
     },
