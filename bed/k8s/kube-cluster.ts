@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdServer } from '../etcd.js';
 import { must, type Run, run } from '../exec.js';
-import { Underlay } from '../underlay.js';
+import { UNDERLAY_BRIDGE, Underlay } from '../underlay.js';
 import { BedCgroup, cgroupMounts } from './cgroups.js';
 import { Daemon } from './daemon.js';
 import { KubeNode } from './kube-node.js';
@@ -24,6 +24,8 @@ export const POD_CIDR_V4 = '10.244.0.0/16';
 export const POD_CIDR_V6 = 'fd00:10:244::/56';
 export const SERVICE_CIDR_V4 = '10.96.0.0/16';
 export const SERVICE_CIDR_V6 = 'fd00:10:96::/112';
+/** Dual-stack: the underlay's IPv6 prefix (a /64 beside 172.30.0.0/24; the bed's own is ::fe). */
+export const UNDERLAY_V6 = 'fd00:172:30::';
 export const API_PORT = 6443;
 
 export interface KubeClusterOptions {
@@ -112,6 +114,19 @@ export class KubeCluster {
     await sweepDead();
     this.bin = this.options.bin ?? (await kubeBinDir());
     await this.underlay.setup();
+    if (this.options.dualStack) {
+      // The nodes' second InternalIP (kube-node.ts), and the bed's own on the underlay bridge.
+      await must('ip', [
+        '-n',
+        this.underlay.ns,
+        'addr',
+        'add',
+        `${UNDERLAY_V6}fe/64`,
+        'dev',
+        UNDERLAY_BRIDGE,
+        'nodad',
+      ]);
+    }
     const host = this.underlay.hostIp;
     this.etcd = await EtcdServer.start({ netns: this.underlay.ns, host, tls: true, startTimeoutMs: 60_000 });
     this.pki = await makeKubePki(this.dir, [host, '10.96.0.1']);
@@ -146,6 +161,7 @@ export class KubeCluster {
           images,
           featureGates: this.options.dualStack ? 'IPv6DualStack=true' : '',
           serviceCIDRs: [SERVICE_CIDR_V4],
+          ...(this.options.dualStack ? { underlayV6: UNDERLAY_V6 } : {}),
         }),
       );
     }

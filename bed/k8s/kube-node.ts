@@ -33,6 +33,11 @@ export interface KubeNodeOptions {
   featureGates: string;
   /** The Service ranges: the node routes them to the underlay's host address (its default route, on a real node). */
   serviceCIDRs: string[];
+  /**
+   * Dual-stack: the IPv6 underlay prefix (`fd00:172:30::`); the node's uplink gets PREFIX + the
+   * host part of its IPv4 address, and the kubelet reports both as InternalIPs (`--node-ip V4,V6`).
+   */
+  underlayV6?: string;
 }
 
 export class KubeNode {
@@ -51,6 +56,9 @@ export class KubeNode {
     this.cgroup = new BedCgroup(`/${uniqueName(`k8s-${o.name}`)}`);
   }
 
+  /** The node's IPv6 underlay address (dual-stack only). */
+  ipv6: string | undefined;
+
   get ip(): string {
     return (this.ul as UnderlayNode).ip;
   }
@@ -63,12 +71,12 @@ export class KubeNode {
     return this.#holder?.pid as number;
   }
 
-  /** argv that runs `cmd` in the node: its network and mount namespaces, its cgroup. */
+  /** argv that runs `cmd` in the node: its network, mount and UTS namespaces, its cgroup. */
   argv(cmd: string[]): string[] {
     const procs = cgroupMounts().map((m) => `'${m}${this.cgroup.path}/bed/cgroup.procs'`);
     const join = `for f in ${procs.join(' ')}; do echo $$ > "$f"; done`;
     // biome-ignore format: one command
-    return ['nsenter', '-t', String(this.holderPid), '-n', '-m', '--', 'sh', '-c', `${join}; exec "$@"`, 'sh', ...cmd];
+    return ['nsenter', '-t', String(this.holderPid), '-n', '-m', '-u', '--', 'sh', '-c', `${join}; exec "$@"`, 'sh', ...cmd];
   }
 
   /** Runs a command in the node to completion. */
@@ -81,6 +89,10 @@ export class KubeNode {
     const o = this.#o;
     await mkdir(join(this.dir, 'log'), { recursive: true });
     this.ul = await o.underlay.addNode(`k8s${o.name.replace(/\D/g, '')}`);
+    if (o.underlayV6 !== undefined) {
+      this.ipv6 = `${o.underlayV6}${this.ul.ip.split('.').at(-1)}`;
+      await must('ip', ['-n', this.netns, 'addr', 'add', `${this.ipv6}/64`, 'dev', 'eth0', 'nodad']);
+    }
     // No default route out of the machine; a route for the Service range (a real node's default
     // route): a node's own connections to a ClusterIP need one before kube-proxy's DNAT rewrites them.
     for (const cidr of o.serviceCIDRs) {
@@ -100,7 +112,9 @@ export class KubeNode {
       );
     }
     this.cgroup.create('bed');
-    // The holder: the node's mount namespace lives as long as it does.
+    // The holder: the node's mount and UTS namespaces live as long as it does. The UTS namespace
+    // gives the node its own host name, its Node's name: what a hostNetwork pod on it sees (the e2e's
+    // hostNetwork endpoints answer with it; on the machine's they all said the machine's name).
     const holder = new Daemon(
       `${o.name}/holder`,
       [
@@ -109,11 +123,15 @@ export class KubeNode {
         '--',
         'unshare',
         '--mount',
+        '--uts',
         '--propagation',
         'slave',
         '--',
-        'sleep',
-        'infinity',
+        'sh',
+        '-c',
+        'hostname "$1" && exec sleep infinity',
+        'sh',
+        o.name,
       ],
       join(this.dir, 'log', 'holder.log'),
     );
@@ -148,7 +166,7 @@ export class KubeNode {
       join(o.bin, 'kubelet'),
       '--kubeconfig', kubeconfig,
       '--hostname-override', o.name,
-      '--node-ip', this.ip,
+      '--node-ip', this.ipv6 === undefined ? this.ip : `${this.ip},${this.ipv6}`,
       '--container-runtime', 'remote',
       '--container-runtime-endpoint', 'unix:///run/containerd/containerd.sock',
       '--runtime-request-timeout', '5m',
