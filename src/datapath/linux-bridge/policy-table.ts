@@ -81,6 +81,14 @@ function setsOf(direction: PolicyDirection, family: 4 | 6): string[] {
   ];
 }
 
+/** The kernel's rate limit in front of the deny chains' log: past it, packets are dropped unlogged. */
+const DENY_LIMIT = `limit rate ${DENY_LOG_RATE}/second burst ${DENY_LOG_BURST} packets`;
+
+/** The deny chains' log statement: NFLOG, headers only, the prefix naming the direction. */
+function denyLog(direction: PolicyDirection): string {
+  return `log prefix "${denyLogPrefix(direction)}" group ${DENY_LOG_GROUP} snaplen ${DENY_LOG_SNAPLEN}`;
+}
+
 function chainOf(direction: PolicyDirection, family: 4 | 6): string[] {
   const ip = family === 4 ? 'ip' : 'ip6';
   const [pod, peer] = direction === 'ingress' ? ['daddr', 'saddr'] : ['saddr', 'daddr'];
@@ -92,7 +100,7 @@ function chainOf(direction: PolicyDirection, family: 4 | 6): string[] {
     // denied packet once); the deny chain then logs under a rate limit and drops every packet.
     `add chain inet ${POLICY_TABLE} ${deny}`,
     `flush chain inet ${POLICY_TABLE} ${deny}`,
-    `add rule inet ${POLICY_TABLE} ${deny} limit rate ${DENY_LOG_RATE}/second burst ${DENY_LOG_BURST} packets log prefix "${denyLogPrefix(direction)}" group ${DENY_LOG_GROUP} snaplen ${DENY_LOG_SNAPLEN}`,
+    `add rule inet ${POLICY_TABLE} ${deny} ${DENY_LIMIT} ${denyLog(direction)}`,
     `add rule inet ${POLICY_TABLE} ${deny} drop`,
     `add chain inet ${POLICY_TABLE} ${name}`,
     `flush chain inet ${POLICY_TABLE} ${name}`,
