@@ -1203,7 +1203,7 @@ const MUTATIONS = [
     id: 'policy-deny-no-agent-limit',
     what: "NetworkPolicy: the agent's deny log writes a line for every denied packet it reads (no token bucket)",
     edits: [['src/agent/policy/deny-logger.js', 'if (this.#tokens < 1)', 'if (false)']],
-    tests: ['test/datapath/linux-bridge-policy-deny-log.test.js'],
+    tests: ['test/agent/deny-logger.test.js', 'test/datapath/linux-bridge-policy-deny-log.test.js'],
   },
 ];
 

@@ -208,6 +208,11 @@ export function policyThroughAgent(datapath: 'linux-bridge' | 'ovs'): void {
           Array.isArray(line.policies) && line.policies.includes('web/srv-from-cli'),
           `isolating policies named: ${JSON.stringify(line)}`,
         );
+        const logMetrics = await scrapeMetrics(a.underlay.ns, METRICS_PORT);
+        assert.ok(
+          (metricSample(logMetrics, 'podwire_policy_denied_log_packets_total{outcome="logged"}') ?? 0) > 0,
+          'the logged lines in the metrics',
+        );
       }
       // The same counters on the metrics port.
       const metrics = await scrapeMetrics(a.underlay.ns, METRICS_PORT);

@@ -19,6 +19,7 @@ export async function startPolicy(
   opts: { node: string; stateDir: string },
   log: Logger,
   undo: UndoStack,
+  onDenyLog: (denied: DenyLogger) => void = () => undefined,
 ): Promise<PolicyController | undefined> {
   if (!store?.podCache || !store.policyCache) return undefined;
   if (!datapath.policyBackend) {
@@ -49,6 +50,7 @@ export async function startPolicy(
       });
       undo.push('policy deny log', () => denied.stop());
       denied.start();
+      onDenyLog(denied);
     } catch (err) {
       log.warn('denied packets are not logged: the deny log did not open', { error: String(err) });
     }
