@@ -1203,6 +1203,32 @@ const MUTATIONS = [
     edits: [['src/cluster/ip-pool.js', 'if (last.value < first.value)', 'if (false)']],
     tests: ['test/kube/kube-pools.test.js'],
   },
+  {
+    id: 'policy-deny-no-log',
+    what: 'NetworkPolicy (Linux bridge): the deny chains drop without the NFLOG rule (denied packets never logged)',
+    edits: [
+      [
+        'src/datapath/linux-bridge/policy-table.js',
+        'function denyLog(direction) {',
+        "function denyLog(direction) { return 'counter';",
+      ],
+    ],
+    tests: ['test/datapath/linux-bridge-policy-deny-log.test.js'],
+  },
+  {
+    id: 'policy-deny-no-kernel-limit',
+    what: "NetworkPolicy (Linux bridge): the deny chains' NFLOG without the kernel's rate limit (a flood reaches the agent whole)",
+    edits: [
+      ['src/datapath/linux-bridge/policy-table.js', 'const DENY_LIMIT = `', "const DENY_LIMIT = '' && `"],
+    ],
+    tests: ['test/datapath/linux-bridge-policy-deny-log.test.js'],
+  },
+  {
+    id: 'policy-deny-no-agent-limit',
+    what: "NetworkPolicy: the agent's deny log writes a line for every denied packet it reads (no token bucket)",
+    edits: [['src/agent/policy/deny-logger.js', 'if (this.#tokens < 1)', 'if (false)']],
+    tests: ['test/agent/deny-logger.test.js', 'test/datapath/linux-bridge-policy-deny-log.test.js'],
+  },
 ];
 
 function build() {

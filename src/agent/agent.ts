@@ -151,6 +151,9 @@ export class Agent {
         { node: config.cluster?.nodeName ?? '', stateDir: config.stateDir },
         log,
         undo,
+        (denied) => {
+          ctx.denyLog = denied;
+        },
       );
       const release = new IdleRelease({ quietMs: IDLE_RELEASE_QUIET_MS, gc: v8Gc(), trim: mallocTrim, log });
       undo.push('idle release', () => release.close());

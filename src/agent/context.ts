@@ -7,6 +7,7 @@ import type { NetnsHandle } from '../kernel/netns.js';
 import type { PodIpam } from './cni/pod-ipam.js';
 import type { AgentConfig } from './config.js';
 import type { Logger } from './log.js';
+import type { DenyLogger } from './policy/deny-logger.js';
 import type { PolicyController } from './policy/policy-controller.js';
 import type { ClusterNode } from './startup/cluster-node.js';
 import type { EgressControl } from './startup/egress-start.js';
@@ -38,4 +39,6 @@ export interface AgentContext {
    * backend. ADD waits for `settled()` before the pod's port forwards.
    */
   policy?: PolicyController | undefined;
+  /** Denied packets logged (decision 51); where the datapath's policy backend has a deny log. */
+  denyLog?: DenyLogger | undefined;
 }

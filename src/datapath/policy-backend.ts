@@ -26,6 +26,28 @@ export interface RuleCounters {
   bytes: bigint;
 }
 
+/** A packet a pod's isolation dropped, as the datapath reports it (decision 51). */
+export interface DeniedPacket {
+  direction: 'ingress' | 'egress';
+  src: string;
+  dst: string;
+  /** 'TCP', 'UDP', 'SCTP', 'ICMP', 'ICMPv6', or the IP protocol number as text. */
+  protocol: string;
+  /** The destination port (TCP, UDP, SCTP), when the header was there. */
+  port?: number;
+}
+
+/** The datapath's stream of denied packets, rate-limited at the source; read without waiting. */
+export interface DeniedPacketLog {
+  /**
+   * What arrived since the last read (at most a bounded number of the kernel's messages per call), and
+   * how often packets were lost to an overrun of the kernel's queue.
+   */
+  read(): { packets: DeniedPacket[]; overruns: number };
+  /** Releases the source (its socket); idempotent. */
+  close(): void;
+}
+
 export interface PolicyBackend {
   /** Creates or adopts the backend's fixed objects (tables, chains, flows); idempotent. */
   start(): Promise<void>;
@@ -33,6 +55,8 @@ export interface PolicyBackend {
   apply(pods: readonly PodPolicy[]): Promise<void>;
   /** Allowed packets per rule and denied packets per pod and direction, read from the datapath. */
   counters(): Promise<RuleCounters[]>;
+  /** Opens the log of denied packets, where the datapath has one (the Linux bridge: NFLOG). */
+  openDenyLog?(): DeniedPacketLog;
   /** Removes everything the backend installed (the agent's uninstall; tests). */
   remove(): Promise<void>;
 }

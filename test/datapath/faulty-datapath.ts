@@ -37,6 +37,8 @@ export class FaultyDatapath implements Datapath {
           counters: () => real.counters(),
           remove: () => real.remove(),
         };
+        const openDenyLog = real.openDenyLog?.bind(real);
+        if (openDenyLog) wrapped.openDenyLog = openDenyLog;
         return wrapped;
       };
     }

@@ -130,7 +130,7 @@ describe('NetworkPolicy on the Linux bridge (nftables)', () => {
     assert.deepEqual(await from('a', probes), [true, true, true, true, true, true]);
   });
 
-  // Depends on `ip daddr @in_iso4 drop` (policy-table.ts chainOf).
+  // Depends on `ip daddr @in_iso4 jump ingress4_deny` and its `drop` (policy-table.ts chainOf).
   test('an ingress-isolated pod with no rule: TCP and UDP, IPv4 and IPv6, dropped and counted', async () => {
     await backend.apply([pod('c', C, { ingress: dir([]) })]);
     const probes: Probe[] = [

@@ -188,6 +188,32 @@ export function policyThroughAgent(datapath: 'linux-bridge' | 'ovs'): void {
         Number(report.counters?.find((c) => c.pod === 'web/srv' && c.rule === rule)?.packets ?? 0);
       assert.ok(packets('web/srv-from-cli/ingress/0') > 0, 'the rule that let cli in counted');
       assert.ok(packets('web/srv/ingress/deny') > 0, "bad's probes counted as denied");
+      // bad's denied probes in the agent's log (decision 51; the Linux bridge's deny log, NFLOG):
+      // naming srv, the direction, the addresses, the port and the isolating policies.
+      if (datapath === 'linux-bridge') {
+        const deniedLine = () =>
+          a.node.logs
+            .split('\n')
+            .filter((l) => l.includes('"policy-denied"'))
+            .map((l) => JSON.parse(l) as Record<string, unknown>)
+            .find((l) => l.src === bad.ip && l.protocol === 'TCP');
+        for (let i = 0; i < 50 && !deniedLine(); i++) await sleep(200);
+        const line = deniedLine();
+        assert.ok(line, `a policy-denied line for bad's TCP probe in:\n${a.node.logs.slice(-4000)}`);
+        assert.equal(line.pod, 'web/srv');
+        assert.equal(line.direction, 'ingress');
+        assert.equal(line.dst, srv.ip);
+        assert.equal(line.port, PORT);
+        assert.ok(
+          Array.isArray(line.policies) && line.policies.includes('web/srv-from-cli'),
+          `isolating policies named: ${JSON.stringify(line)}`,
+        );
+        const logMetrics = await scrapeMetrics(a.underlay.ns, METRICS_PORT);
+        assert.ok(
+          (metricSample(logMetrics, 'podwire_policy_denied_log_packets_total{outcome="logged"}') ?? 0) > 0,
+          'the logged lines in the metrics',
+        );
+      }
       // The same counters on the metrics port.
       const metrics = await scrapeMetrics(a.underlay.ns, METRICS_PORT);
       assert.ok(

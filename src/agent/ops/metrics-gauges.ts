@@ -103,6 +103,25 @@ export function agentGauges(ctx: AgentContext, scheduler: Scheduler): Sampled[] 
           })),
     },
     {
+      name: 'podwire_policy_denied_log_packets_total',
+      help: "NetworkPolicy, Linux bridge: denied packets the kernel's rate limit passed to the agent's deny log, by outcome (logged: a policy-denied line; suppressed: held back by the agent's own limit and counted in a later line).",
+      type: 'counter',
+      read: () => {
+        const s = ctx.denyLog?.stats;
+        if (!s) return [];
+        return [
+          { labels: { outcome: 'logged' }, value: s.lines },
+          { labels: { outcome: 'suppressed' }, value: s.suppressed },
+        ];
+      },
+    },
+    {
+      name: 'podwire_policy_denied_log_overruns_total',
+      help: "NetworkPolicy, Linux bridge: times the kernel's queue of denied-packet log messages overflowed before the agent read it (messages lost).",
+      type: 'counter',
+      read: () => (ctx.denyLog ? [{ labels: {}, value: ctx.denyLog.stats.overruns }] : []),
+    },
+    {
       name: 'podwire_datapath_reconnects_total',
       help: 'Connections to the switch daemon made again after one was lost, by connection (OVS: openflow, ovsdb).',
       type: 'counter',

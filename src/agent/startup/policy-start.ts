@@ -8,6 +8,7 @@ import type { ClusterStore } from '../../cluster/store.js';
 import type { Datapath } from '../../datapath/datapath.js';
 import { compilePolicies } from '../../policy/compile.js';
 import type { Logger } from '../log.js';
+import { DenyLogger } from '../policy/deny-logger.js';
 import { KubePolicySource } from '../policy/kube-policy-source.js';
 import { PolicyController } from '../policy/policy-controller.js';
 import type { UndoStack } from '../undo-stack.js';
@@ -18,6 +19,7 @@ export async function startPolicy(
   opts: { node: string; stateDir: string },
   log: Logger,
   undo: UndoStack,
+  onDenyLog: (denied: DenyLogger) => void = () => undefined,
 ): Promise<PolicyController | undefined> {
   if (!store?.podCache || !store.policyCache) return undefined;
   if (!datapath.policyBackend) {
@@ -26,16 +28,33 @@ export async function startPolicy(
     });
     return undefined;
   }
+  const backend = datapath.policyBackend();
   const controller = new PolicyController({
     node: opts.node,
     source: new KubePolicySource(store.podCache, store.policyCache),
-    backend: datapath.policyBackend(),
+    backend,
     compile: compilePolicies,
     log,
     stateDir: opts.stateDir,
   });
   undo.push('policy controller', () => controller.stop());
   await controller.start();
+  // Denied packets logged (decision 51), where the backend reports them. Enforcement does not depend
+  // on it: a log that cannot open (its NFLOG group bound by another process) is a warning.
+  if (backend.openDenyLog) {
+    try {
+      const denied = new DenyLogger({
+        source: backend.openDenyLog(),
+        applied: () => controller.applied(),
+        log,
+      });
+      undo.push('policy deny log', () => denied.stop());
+      denied.start();
+      onDenyLog(denied);
+    } catch (err) {
+      log.warn('denied packets are not logged: the deny log did not open', { error: String(err) });
+    }
+  }
   log.info('NetworkPolicy enforced', {
     from: controller.mode,
     policies: store.policyCache.policies().length,

@@ -11,13 +11,18 @@
  */
 import { DatapathError } from '../../base/errors.js';
 import type { NfTables, SetElems } from '../../kernel/netlink/nf-tables.js';
+import { NflogSocket } from '../../kernel/netlink/nflog-socket.js';
 import type { SetElem } from '../../kernel/netlink/nft-set-elem.js';
+import type { NflogBind } from '../../kernel/netlink/nfulnl-message.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { PodPolicy } from '../../policy/model.js';
-import type { PolicyBackend, RuleCounters } from '../policy-backend.js';
+import type { DeniedPacket, DeniedPacketLog, PolicyBackend, RuleCounters } from '../policy-backend.js';
+import { deniedPacket } from './denied-packet.js';
 import { type ElementOwner, policyElements } from './policy-elements.js';
 import {
   ALL_POLICY_SETS,
+  DENY_LOG_GROUP,
+  DENY_LOG_SNAPLEN,
   POLICY_FAMILY,
   POLICY_TABLE,
   policyDropScript,
@@ -36,10 +41,42 @@ export class NftPolicyBackend implements PolicyBackend {
   /** Set -> element id -> the rule it counts for (known for what this backend applied). */
   #owners = new Map<string, Map<string, ElementOwner>>();
 
-  /** `nft` and `nf` act in the node's network namespace. */
-  constructor(nft: Nft, nf: NfTables) {
+  readonly #openNflog: (bind: NflogBind) => NflogSocket;
+
+  /**
+   * `nft` and `nf` act in the node's network namespace; so must `openNflog` (by default the calling
+   * thread's namespace, the agent's own).
+   */
+  constructor(nft: Nft, nf: NfTables, opts: { openNflog?: (bind: NflogBind) => NflogSocket } = {}) {
     this.#nft = nft;
     this.#nf = nf;
+    this.#openNflog = opts.openNflog ?? ((bind) => NflogSocket.open(bind));
+  }
+
+  /**
+   * The deny chains' NFLOG group (policy-table.ts), bound on a socket of its own: each read takes at
+   * most 64 of the kernel's datagrams, so a flood costs a bounded amount of work per read (the rest
+   * waits in the socket's buffer, and what overflows it is lost and counted).
+   */
+  openDenyLog(): DeniedPacketLog {
+    const sock = this.#openNflog({
+      group: DENY_LOG_GROUP,
+      copyRange: DENY_LOG_SNAPLEN,
+      queueThreshold: 1,
+      flushTimeout: 10,
+    });
+    return {
+      read: () => {
+        const got = sock.drain(64);
+        const packets: DeniedPacket[] = [];
+        for (const p of got.packets) {
+          const d = deniedPacket(p);
+          if (d) packets.push(d);
+        }
+        return { packets, overruns: got.overruns };
+      },
+      close: () => sock.close(),
+    };
   }
 
   async start(): Promise<void> {

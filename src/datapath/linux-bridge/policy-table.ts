@@ -10,8 +10,10 @@
  *              NetworkPolicy does not govern, as ARP is not IP; the pod guards police it);
  *              IPv4 -> egress4, ingress4; IPv6 -> egress6, ingress6
  *   egressF    (src, dst, l4proto, dport) in eg_portsF: return; (src, dst) in eg_anyF: return;
- *              src in eg_isoF: drop (counted per pod)
+ *              src in eg_isoF: jump egressF_deny (counted per pod, by that one lookup)
  *   ingressF   the same with dst and src swapped, on the in_* sets
+ *   DIRF_deny  under the rate limit: NFLOG to group DENY_LOG_GROUP, prefix naming the direction
+ *              (the agent reads it, decision 51); then drop, every packet, logged or not
  *
  * Every policy change is elements of these sets (policy-elements.ts), added and removed in one
  * netlink batch (nft-policy-backend.ts). The *_ports and *_any sets hold concatenated intervals
@@ -38,6 +40,28 @@ export interface PolicySets {
   iso: string;
 }
 
+/**
+ * Denied packets are logged through nfnetlink_log (NFLOG), not the kernel's text log: nf_log to dmesg
+ * is off in a network namespace other than the initial one. One group for every chain (the prefix
+ * names the direction, the message's family the IP version); 0x7077 is podwire's mark elsewhere too.
+ */
+export const DENY_LOG_GROUP = 0x7077;
+/** Per deny chain (direction and family), in the kernel: lines per second, and the burst above it. */
+export const DENY_LOG_RATE = 10;
+export const DENY_LOG_BURST = 20;
+/** The NFLOG copy length: the IP header and the ports, never a pod's data. */
+export const DENY_LOG_SNAPLEN = 128;
+
+/** The NFLOG prefix of a direction's deny chains. */
+export function denyLogPrefix(direction: PolicyDirection): string {
+  return `podwire-deny ${direction}`;
+}
+
+/** The chain an isolated pod's packets jump to when no element allowed them: log (limited), drop. */
+export function denyChain(direction: PolicyDirection, family: 4 | 6): string {
+  return `${direction}${family}_deny`;
+}
+
 export function policySets(direction: PolicyDirection, family: 4 | 6): PolicySets {
   const p = PREFIX[direction];
   return { ports: `${p}_ports${family}`, any: `${p}_any${family}`, iso: `${p}_iso${family}` };
@@ -57,17 +81,32 @@ function setsOf(direction: PolicyDirection, family: 4 | 6): string[] {
   ];
 }
 
+/** The kernel's rate limit in front of the deny chains' log: past it, packets are dropped unlogged. */
+const DENY_LIMIT = `limit rate ${DENY_LOG_RATE}/second burst ${DENY_LOG_BURST} packets`;
+
+/** The deny chains' log statement: NFLOG, headers only, the prefix naming the direction. */
+function denyLog(direction: PolicyDirection): string {
+  return `log prefix "${denyLogPrefix(direction)}" group ${DENY_LOG_GROUP} snaplen ${DENY_LOG_SNAPLEN}`;
+}
+
 function chainOf(direction: PolicyDirection, family: 4 | 6): string[] {
   const ip = family === 4 ? 'ip' : 'ip6';
   const [pod, peer] = direction === 'ingress' ? ['daddr', 'saddr'] : ['saddr', 'daddr'];
   const s = policySets(direction, family);
   const name = `${direction}${family}`;
+  const deny = denyChain(direction, family);
   return [
+    // The isolation lookup is the ONE lookup of the pod's `*_iso` element (its counter counts each
+    // denied packet once); the deny chain then logs under a rate limit and drops every packet.
+    `add chain inet ${POLICY_TABLE} ${deny}`,
+    `flush chain inet ${POLICY_TABLE} ${deny}`,
+    `add rule inet ${POLICY_TABLE} ${deny} ${DENY_LIMIT} ${denyLog(direction)}`,
+    `add rule inet ${POLICY_TABLE} ${deny} drop`,
     `add chain inet ${POLICY_TABLE} ${name}`,
     `flush chain inet ${POLICY_TABLE} ${name}`,
     `add rule inet ${POLICY_TABLE} ${name} ${ip} ${pod} . ${ip} ${peer} . meta l4proto . th dport @${s.ports} return`,
     `add rule inet ${POLICY_TABLE} ${name} ${ip} ${pod} . ${ip} ${peer} @${s.any} return`,
-    `add rule inet ${POLICY_TABLE} ${name} ${ip} ${pod} @${s.iso} drop`,
+    `add rule inet ${POLICY_TABLE} ${name} ${ip} ${pod} @${s.iso} jump ${deny}`,
   ];
 }
 
