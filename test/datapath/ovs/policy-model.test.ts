@@ -1,0 +1,48 @@
+/**
+ * The NetworkPolicy model test (test/datapath/policy-model.ts) on OVS: the grid's pods on a real
+ * agent's OVS bridge (bed/ovs.ts's datapath type: userspace here), the policies through the OpenFlow
+ * backend (decision 46). `npm test` runs a few cases; `npm run test:policy-model` runs 200
+ * (PODWIRE_POLICY_MODEL_CASES, _SEED: see policy-model.ts).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { TestNode } from '../../../bed/node.js';
+import { OVS_DATAPATH, ovsAvailable } from '../../../bed/ovs.js';
+import { FlowTable } from '../../../src/datapath/ovs/openflow/flow-table.js';
+import { defaultOpenflowTarget } from '../../../src/datapath/ovs/ovs-datapath.js';
+import { OvsPolicyBackend } from '../../../src/datapath/ovs/policy-ovs-backend.js';
+import { reportOvsSkip } from '../ovs-skip.js';
+import { MODEL_POD_CIDRS, modelRunParameters, PolicyModelGrid } from '../policy-model.js';
+import { ovsOf } from './ovs-node.js';
+
+reportOvsSkip('NetworkPolicy model');
+describe(`NetworkPolicy model on OVS (${OVS_DATAPATH})`, { skip: !ovsAvailable() }, () => {
+  const node = new TestNode({ datapath: 'ovs', podCIDRs: MODEL_POD_CIDRS });
+  const grid = new PolicyModelGrid(node);
+  let flows: FlowTable | undefined;
+  let backend: OvsPolicyBackend | undefined;
+
+  before(async () => {
+    await node.setup();
+    await grid.setup();
+    const ovs = ovsOf(node);
+    const ofport = Number((await ovs.vsctl('get', 'Interface', 'podwire-gw0', 'ofport')).trim());
+    flows = new FlowTable(defaultOpenflowTarget(ovs.ovsdb, node.options.bridge));
+    await flows.waitUp(5000);
+    backend = new OvsPolicyBackend(flows, { gatewayOfport: ofport, nodeIps: grid.nodeIps });
+    await backend.start();
+  });
+
+  after(async () => {
+    await backend?.remove().catch(() => undefined);
+    await flows?.close();
+    await grid.stop();
+    await node.cleanup();
+  });
+
+  test('random policies over the grid: the probed matrix is what the oracle says (TCP, UDP, IPv4, IPv6)', async (t) => {
+    const { seed, cases } = modelRunParameters(20);
+    const figures = await grid.run(t, backend as OvsPolicyBackend, seed, cases);
+    assert.ok(figures.allowed > 0 && figures.denied > 0, JSON.stringify(figures));
+  });
+});
