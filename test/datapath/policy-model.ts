@@ -50,7 +50,7 @@ const VALUES = ['x', 'y'];
 export const MODEL_POD_CIDRS = ['10.244.61.0/24', 'fd00:10:244:61::/64'];
 const EXTERNAL = { v4: '10.244.60.2', v6: 'fd00:10:244:60::2', gw4: '10.244.60.1', gw6: 'fd00:10:244:60::1' };
 
-const NAMESPACES: Namespace[] = [
+export const MODEL_NAMESPACES: Namespace[] = [
   { name: 'a', labels: { team: 'x' } },
   { name: 'b', labels: { team: 'y' } },
   { name: 'c', labels: {} },
@@ -68,7 +68,7 @@ const udp = (name: string, containerPort: number): ContainerPort => ({
 });
 
 /** The grid: labels and container ports chosen so that selectors and named ports tell pods apart. */
-const GRID: Array<Omit<Pod, 'ips' | 'hostNetwork' | 'node'>> = [
+export const MODEL_GRID: Array<Omit<Pod, 'ips' | 'hostNetwork' | 'node'>> = [
   { namespace: 'a', name: 'p1', labels: { app: 'x', tier: 'x' }, ports: [tcp('http', 80), udp('dns', 81)] },
   { namespace: 'a', name: 'p2', labels: { app: 'y' }, ports: [tcp('http', 8080), udp('dns', 80)] },
   { namespace: 'b', name: 'p1', labels: { app: 'x' }, ports: [tcp('http', 81), tcp('metrics', 8080)] },
@@ -95,7 +95,14 @@ interface Probe {
 
 // --- The generator. ---
 
+/** A third of them empty (every pod, every namespace), as policies are often written. */
 const selector = (keys: string[]): fc.Arbitrary<LabelSelector> =>
+  fc.oneof(
+    { weight: 1, arbitrary: fc.constant<LabelSelector>({ matchLabels: {}, matchExpressions: [] }) },
+    { weight: 2, arbitrary: someSelector(keys) },
+  );
+
+const someSelector = (keys: string[]): fc.Arbitrary<LabelSelector> =>
   fc.record({
     matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...VALUES), { maxKeys: 2 }),
     matchExpressions: fc.array(
@@ -153,7 +160,8 @@ const port: fc.Arbitrary<PolicyPort> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ protocol, port: fc.constantFrom(...PORT_NAMES) }) },
 );
 
-function policies(addresses: { 4: string[]; 6: string[] }): fc.Arbitrary<NetworkPolicy[]> {
+/** Random policies (one to four) over the grid; `addresses`: the grid's and the external host's, per family. */
+export function modelPolicies(addresses: { 4: string[]; 6: string[] }): fc.Arbitrary<NetworkPolicy[]> {
   const peer: fc.Arbitrary<PolicyPeer> = fc.oneof(
     {
       weight: 3,
@@ -175,7 +183,7 @@ function policies(addresses: { 4: string[]; 6: string[] }): fc.Arbitrary<Network
   const policy = (i: number): fc.Arbitrary<NetworkPolicy> =>
     fc
       .record({
-        namespace: fc.constantFrom(...NAMESPACES.map((n) => n.name)),
+        namespace: fc.constantFrom(...MODEL_NAMESPACES.map((n) => n.name)),
         podSelector: selector(POD_KEYS),
         types: fc.constantFrom(['Ingress'], ['Egress'], ['Ingress', 'Egress']) as fc.Arbitrary<
           Array<'Ingress' | 'Egress'>
@@ -310,7 +318,7 @@ export class PolicyModelGrid {
   /** Adds the grid's pods through the relay, the external host behind the node, and starts the servers. */
   async setup(): Promise<void> {
     const node = this.#node;
-    for (const [i, g] of GRID.entries()) {
+    for (const [i, g] of MODEL_GRID.entries()) {
       const netns = await node.addPod(`m${g.namespace}${g.name}`);
       const add = await node.cni({ command: 'ADD', containerId: `model-${i}`, netns });
       assert.equal(add.code, 0, add.stdout);
@@ -425,7 +433,7 @@ export class PolicyModelGrid {
       4: [...this.pods.map((p) => p.pod.ips[0] as string), EXTERNAL.v4],
       6: [...this.pods.map((p) => p.pod.ips[1] as string), EXTERNAL.v6],
     };
-    const generator = policies(addresses);
+    const generator = modelPolicies(addresses);
     const figures: ModelFigures = {
       cases: 0,
       seconds: 0,
@@ -440,7 +448,7 @@ export class PolicyModelGrid {
       const caseSeed = (seed + i) | 0;
       const [generated] = fc.sample(generator, { seed: caseSeed, numRuns: 1 });
       const w: World = {
-        namespaces: NAMESPACES,
+        namespaces: MODEL_NAMESPACES,
         pods: this.pods.map((p) => p.pod),
         policies: generated as NetworkPolicy[],
       };
@@ -466,7 +474,9 @@ export class PolicyModelGrid {
           }
       }
       const wrong = probes.flatMap((p, k) =>
-        p.expected === got[k] ? [] : [`${p.what}: expected ${p.expected ? 'answered' : 'dropped'}`],
+        p.expected === got[k]
+          ? []
+          : [`${p.what}: ${p.expected ? 'allowed but not answered' : 'denied but answered'}`],
       );
       if (wrong.length > 0) {
         assert.fail(
