@@ -13,9 +13,10 @@
  * `PODWIRE_POLICY_MODEL_SEED=... PODWIRE_POLICY_MODEL_CASES=1`, which runs exactly that case first.
  */
 import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import fc from 'fast-check';
-import { must, run } from '../../bed/exec.js';
+import { must } from '../../bed/exec.js';
 import { resultIps, type TestNode } from '../../bed/node.js';
 import { parseIpOrThrow, prefixOf } from '../../src/base/ip.js';
 import type { PolicyBackend } from '../../src/datapath/policy-backend.js';
@@ -207,83 +208,136 @@ export function modelPolicies(addresses: { 4: string[]; 6: string[] }): fc.Arbit
 // --- The probe client: every probe of one source at once. ---
 
 /**
- * argv: JSON [[proto, ip, port], ...], the first source port, seconds to wait. Each probe binds its
- * own source port (base + index: never one an earlier case used, so no connection-tracking entry of
- * an earlier case can pass it), TCP connects without blocking and sends once connected, UDP sends
- * every 0.2 s until answered; prints JSON [true|false, ...]: whether the echo came back.
+ * One client per source, started once: each line on stdin is a round, JSON {probes: [[proto, ip,
+ * port], ...], base, wait}, answered by one line JSON [true|false, ...]: whether each probe's echo came
+ * back within `wait` seconds. Each probe binds its own source port (base + index: never one an earlier
+ * round used, so no connection-tracking entry of an earlier case can pass it), TCP connects without
+ * blocking and sends once connected, UDP sends every 0.2 s until answered; a round ends as soon as
+ * every probe is answered.
  */
 const CLIENT = `
 import json, selectors, socket, sys, time
-probes = json.loads(sys.argv[1]); base = int(sys.argv[2]); wait = float(sys.argv[3])
-sel = selectors.DefaultSelector()
-ok = [False] * len(probes)
-udp = {}
-for i, (proto, ip, port) in enumerate(probes):
-    fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM if proto == 'tcp' else socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(('::' if fam == socket.AF_INET6 else '0.0.0.0', base + i))
-    s.setblocking(False)
-    if proto == 'tcp':
-        s.connect_ex((ip, port))
-        sel.register(s, selectors.EVENT_WRITE, (i, True))
-    else:
-        s.connect((ip, port))
-        udp[i] = s
-        sel.register(s, selectors.EVENT_READ, (i, False))
-def done(s, i):
-    sel.unregister(s); s.close(); udp.pop(i, None)
-end = time.monotonic() + wait
-resend = 0.0
-while sel.get_map():
-    now = time.monotonic()
-    if now >= end: break
-    if now >= resend:
-        for s in udp.values():
-            try: s.send(b'podwire')
-            except OSError: pass
-        resend = now + 0.2
-    for key, _ in sel.select(timeout=max(0.0, min(resend, end) - now)):
-        s = key.fileobj; i, connecting = key.data
-        if connecting:
-            if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0: done(s, i); continue
-            try: s.send(b'podwire')
-            except OSError: done(s, i); continue
-            sel.modify(s, selectors.EVENT_READ, (i, False))
-            continue
-        try: d = s.recv(64)
-        except BlockingIOError: continue
-        except OSError:
-            if i not in udp: done(s, i)
-            continue
-        if d == b'podwire': ok[i] = True
-        if d == b'podwire' or i not in udp: done(s, i)
-print(json.dumps(ok))
+def round(probes, base, wait):
+    sel = selectors.DefaultSelector()
+    ok = [False] * len(probes)
+    udp = {}
+    for i, (proto, ip, port) in enumerate(probes):
+        fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM if proto == 'tcp' else socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(('::' if fam == socket.AF_INET6 else '0.0.0.0', base + i))
+        s.setblocking(False)
+        if proto == 'tcp':
+            s.connect_ex((ip, port))
+            sel.register(s, selectors.EVENT_WRITE, (i, True))
+        else:
+            s.connect((ip, port))
+            udp[i] = s
+            sel.register(s, selectors.EVENT_READ, (i, False))
+    def done(s, i):
+        sel.unregister(s); s.close(); udp.pop(i, None)
+    end = time.monotonic() + wait
+    resend = 0.0
+    while sel.get_map():
+        now = time.monotonic()
+        if now >= end: break
+        if now >= resend:
+            for s in udp.values():
+                try: s.send(b'podwire')
+                except OSError: pass
+            resend = now + 0.2
+        for key, _ in sel.select(timeout=max(0.0, min(resend, end) - now)):
+            s = key.fileobj; i, connecting = key.data
+            if connecting:
+                if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0: done(s, i); continue
+                try: s.send(b'podwire')
+                except OSError: done(s, i); continue
+                sel.modify(s, selectors.EVENT_READ, (i, False))
+                continue
+            try: d = s.recv(64)
+            except BlockingIOError: continue
+            except OSError:
+                if i not in udp: done(s, i)
+                continue
+            if d == b'podwire': ok[i] = True
+            if d == b'podwire' or i not in udp: done(s, i)
+    for key in list(sel.get_map().values()): key.fileobj.close()
+    sel.close()
+    return ok
+print('ready', flush=True)
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps(round(r['probes'], r['base'], r['wait'])), flush=True)
 `;
 
-async function probeFrom(
-  netns: string,
-  probes: readonly Probe[],
-  base: number,
-  wait: number,
-): Promise<boolean[]> {
-  if (probes.length === 0) return [];
-  const list = JSON.stringify(probes.map((p) => [p.proto, p.ip, p.port]));
-  const r = await run('ip', [
-    'netns',
-    'exec',
-    netns,
-    '/usr/bin/python3',
-    '-c',
-    CLIENT,
-    list,
-    String(base),
-    String(wait),
-  ]);
-  if (r.code !== 0) throw new Error(`probe client in ${netns} failed: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as boolean[];
-  assert.equal(out.length, probes.length);
-  return out;
+/** A probe client running in one namespace until `stop`. */
+class ProbeClient {
+  readonly #child: ChildProcess;
+  readonly #exited: Promise<unknown>;
+  readonly #lines: string[] = [];
+  #waiting: ((line: string | undefined) => void) | undefined;
+  #buffer = '';
+  #stderr = '';
+  readonly netns: string;
+
+  constructor(netns: string) {
+    this.netns = netns;
+    this.#child = spawn('ip', ['netns', 'exec', netns, '/usr/bin/python3', '-c', CLIENT], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.#exited = new Promise((resolve) => this.#child.once('close', resolve)).then(() =>
+      this.#deliver(undefined),
+    );
+    this.#child.stdout?.on('data', (d: Buffer) => {
+      this.#buffer += d.toString();
+      for (let n = this.#buffer.indexOf('\n'); n >= 0; n = this.#buffer.indexOf('\n')) {
+        this.#deliver(this.#buffer.slice(0, n));
+        this.#buffer = this.#buffer.slice(n + 1);
+      }
+    });
+    this.#child.stderr?.on('data', (d: Buffer) => {
+      this.#stderr += d.toString();
+    });
+  }
+
+  #deliver(line: string | undefined): void {
+    const waiting = this.#waiting;
+    this.#waiting = undefined;
+    if (waiting) waiting(line);
+    else if (line !== undefined) this.#lines.push(line);
+  }
+
+  /** The next line it prints; an error if it exits first. */
+  async #line(): Promise<string> {
+    const queued = this.#lines.shift();
+    if (queued !== undefined) return queued;
+    if (this.#child.exitCode !== null || this.#child.signalCode !== null)
+      throw new Error(`probe client in ${this.netns} exited: ${this.#stderr}`);
+    const line = await new Promise<string | undefined>((resolve) => {
+      this.#waiting = resolve;
+    });
+    if (line === undefined) throw new Error(`probe client in ${this.netns} exited: ${this.#stderr}`);
+    return line;
+  }
+
+  async ready(): Promise<void> {
+    assert.equal(await this.#line(), 'ready');
+  }
+
+  /** One round: whether each probe was answered. */
+  async probe(probes: readonly Probe[], base: number, wait: number): Promise<boolean[]> {
+    if (probes.length === 0) return [];
+    const request = { probes: probes.map((p) => [p.proto, p.ip, p.port]), base, wait };
+    this.#child.stdin?.write(`${JSON.stringify(request)}\n`);
+    const out = JSON.parse(await this.#line()) as boolean[];
+    assert.equal(out.length, probes.length);
+    return out;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
+    await this.#exited;
+  }
 }
 
 /** Source ports: 80 per source and probe round (each source has at most 6 x 12 probes), 10000-59999. */
@@ -308,6 +362,7 @@ export interface ModelFigures {
 export class PolicyModelGrid {
   readonly #node: TestNode;
   readonly #servers = new ProbeServers();
+  readonly #clients = new Map<string, ProbeClient>();
   readonly pods: GridPod[] = [];
   external = '';
 
@@ -341,10 +396,14 @@ export class PolicyModelGrid {
     await sh(x, 'ip', 'link', 'set', 'lo', 'up');
     await sh(x, 'ip', 'route', 'add', MODEL_POD_CIDRS[0] as string, 'via', EXTERNAL.gw4);
     await sh(x, 'ip', '-6', 'route', 'add', MODEL_POD_CIDRS[1] as string, 'via', EXTERNAL.gw6);
-    await this.#servers.start([...this.pods.map((p) => p.netns), x], MODEL_PORTS);
+    const sources = [...this.pods.map((p) => p.netns), x];
+    await this.#servers.start(sources, MODEL_PORTS);
+    for (const netns of sources) this.#clients.set(netns, new ProbeClient(netns));
+    await Promise.all([...this.#clients.values()].map((c) => c.ready()));
   }
 
   async stop(): Promise<void> {
+    await Promise.all([...this.#clients.values()].map((c) => c.stop()));
     await this.#servers.stop();
   }
 
@@ -412,8 +471,8 @@ export class PolicyModelGrid {
     const got = Array<boolean>(probes.length).fill(false);
     await Promise.all(
       [...bySource].map(async ([netns, idx]) => {
-        const answers = await probeFrom(
-          netns,
+        const client = this.#clients.get(netns) as ProbeClient;
+        const answers = await client.probe(
           idx.map((i) => probes[i] as Probe),
           sourcePort(slot),
           wait,
