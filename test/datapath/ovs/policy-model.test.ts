@@ -5,7 +5,9 @@
  * (PODWIRE_POLICY_MODEL_CASES, _SEED: see policy-model.ts).
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { must } from '../../../bed/exec.js';
 import { TestNode } from '../../../bed/node.js';
 import { OVS_DATAPATH, ovsAvailable } from '../../../bed/ovs.js';
 import { FlowTable } from '../../../src/datapath/ovs/openflow/flow-table.js';
@@ -40,9 +42,23 @@ describe(`NetworkPolicy model on OVS (${OVS_DATAPATH})`, { skip: !ovsAvailable()
     await node.cleanup();
   });
 
+  // apply() returns once the bundle is committed; ovs-vswitchd's revalidators bring the datapath's
+  // cached flows in line later (seconds on a loaded machine), and until then new connections get the
+  // old verdicts (decision 50). The model waits for them: it checks what the flow tables decide.
+  const revalidated = async () => {
+    await must('ovs-appctl', [`--target=${join(ovsOf(node).dir, 'ovs-vswitchd.ctl')}`, 'revalidator/wait']);
+  };
+
   test('random policies over the grid: the probed matrix is what the oracle says (TCP, UDP, IPv4, IPv6)', async (t) => {
     const { seed, cases } = modelRunParameters(20);
-    const figures = await grid.run(t, backend as OvsPolicyBackend, seed, cases);
+    const figures = await grid.run(t, backend as OvsPolicyBackend, seed, cases, revalidated);
     assert.ok(figures.allowed > 0 && figures.denied > 0, JSON.stringify(figures));
+  });
+
+  test('the same without waiting for the revalidators: in force when apply() returns', {
+    todo: 'the datapath keeps the old verdicts until the revalidators have run (decision 50)',
+  }, async (t) => {
+    const { seed } = modelRunParameters(20);
+    await grid.run(t, backend as OvsPolicyBackend, seed + 1_000_000, 10);
   });
 });
