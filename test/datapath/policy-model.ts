@@ -517,7 +517,7 @@ export class PolicyModelGrid {
         pods: this.pods.map((p) => p.pod),
         policies: generated as NetworkPolicy[],
       };
-      const replay = `case ${i} of seed ${seed}: replay with PODWIRE_POLICY_MODEL_SEED=${caseSeed} PODWIRE_POLICY_MODEL_CASES=1`;
+      const replay = `case ${i} of seed ${seed}: replay with PODWIRE_POLICY_MODEL_SEED=${caseSeed} PODWIRE_POLICY_MODEL_CASES=1 (this case alone) or PODWIRE_POLICY_MODEL_SEED=${seed} PODWIRE_POLICY_MODEL_CASES=${i + 1} (with the cases before it)`;
       const tA = performance.now();
       await backend.apply(compilePolicies({ ...w, node: NODE }));
       await afterApply();
