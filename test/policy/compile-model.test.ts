@@ -2,8 +2,8 @@
  * The compiler against a model: random namespaces, labelled pods and policies (both families,
  * ipBlocks with except, numeric and named ports, endPort, every protocol), and for sampled
  * (source, destination, protocol, port) the verdict of an independent, literal reading of the
- * NetworkPolicy API documentation written here (`allowedIngress`, `allowedEgress`: they walk the
- * policies as the documentation words them, sharing no code with the compiler) against what the
+ * NetworkPolicy API documentation (`policy-oracle.ts`'s `allowedIngress`, `allowedEgress`: they walk
+ * the policies as the documentation words them, sharing no code with the compiler) against what the
  * compiled `PodPolicy` allows (`compiledAllows`). Replay a failure with PODWIRE_POLICY_SEED=SEED
  * (fast-check prints the seed and path).
  */
@@ -16,7 +16,6 @@ import type {
   DirectionPolicy,
   IpBlock,
   LabelSelector,
-  Namespace,
   NetworkPolicy,
   Pod,
   PolicyPeer,
@@ -24,6 +23,7 @@ import type {
   PolicyRule,
   Protocol,
 } from '../../src/policy/model.js';
+import { allowedEgress, allowedIngress, inCidr, type World } from './policy-oracle.js';
 
 const NODE = 'n1';
 const PROTOCOLS: Protocol[] = ['TCP', 'UDP', 'SCTP'];
@@ -34,124 +34,6 @@ const NUMBERS = [53, 80, 81, 82, 443];
 const KEYS = ['app', 'tier'];
 const VALUES = ['x', 'y'];
 const NS_NAMES = ['a', 'b', 'c'];
-
-// --- The test's own address arithmetic: text to [family, value], CIDR membership. ---
-
-function addr(text: string): [4 | 6, bigint] {
-  if (text.includes(':')) {
-    // Only the forms this test writes: "fd00::N" (hex N) and "fd00::".
-    const [head, tail] = text.split('::');
-    assert.equal(head, 'fd00', text);
-    return [6, (0xfd00n << 112n) + (tail === '' || tail === undefined ? 0n : BigInt(`0x${tail}`))];
-  }
-  const [a = 0, b = 0, c = 0, d = 0] = text.split('.').map(Number);
-  return [4, BigInt(((a * 256 + b) * 256 + c) * 256 + d)];
-}
-
-function inCidr(ip: string, cidr: string): boolean {
-  const [prefix, len] = cidr.split('/');
-  const [f1, v1] = addr(ip);
-  const [f2, v2] = addr(prefix as string);
-  if (f1 !== f2) return false;
-  const host = BigInt((f1 === 4 ? 32 : 128) - Number(len));
-  return v1 >> host === v2 >> host;
-}
-
-// --- The model: a literal reading of the API documentation. ---
-
-function labelsMatch(s: LabelSelector, labels: Record<string, string>): boolean {
-  const ok = Object.entries(s.matchLabels).every(([key, v]) => has(labels, key) && labels[key] === v);
-  return (
-    ok &&
-    s.matchExpressions.every((e) => {
-      const present = has(labels, e.key);
-      if (e.operator === 'In') return present && e.values.includes(labels[e.key] as string);
-      if (e.operator === 'NotIn') return !present || !e.values.includes(labels[e.key] as string);
-      if (e.operator === 'Exists') return present;
-      return !present;
-    })
-  );
-}
-
-function has(labels: Record<string, string>, key: string): boolean {
-  return Object.keys(labels).includes(key);
-}
-
-interface World {
-  namespaces: Namespace[];
-  pods: Pod[];
-  policies: NetworkPolicy[];
-}
-
-/** The pod that owns `ip` and can be a peer: its Pod object seen, not hostNetwork. */
-function podAt(w: World, ip: string): Pod | undefined {
-  return w.pods.find((p) => p.labels !== null && !p.hostNetwork && p.ips.includes(ip));
-}
-
-function inIpBlock(ip: string, b: IpBlock): boolean {
-  return inCidr(ip, b.cidr) && !b.except.some((e) => inCidr(ip, e));
-}
-
-/** "A peer": an IP block, or the pods selected by podSelector in the namespaces selected by namespaceSelector. */
-function peerHas(w: World, policy: NetworkPolicy, peer: PolicyPeer, ip: string): boolean {
-  if (peer.kind === 'ipBlock') return inIpBlock(ip, peer.ipBlock);
-  const pod = podAt(w, ip);
-  if (pod === undefined || pod.labels === null) return false;
-  if (peer.namespaceSelector === null) {
-    if (pod.namespace !== policy.namespace) return false;
-  } else {
-    const ns = w.namespaces.find((n) => n.name === pod.namespace);
-    if (ns === undefined || !labelsMatch(peer.namespaceSelector, ns.labels)) return false;
-  }
-  return labelsMatch(peer.podSelector, pod.labels);
-}
-
-/** "A port on the destination": a named port is the destination pod's container port of that name and protocol. */
-function portHas(port: PolicyPort, dst: Pod | undefined, proto: Protocol, n: number): boolean {
-  if (port.protocol !== proto) return false;
-  if (port.port === undefined) return true;
-  if (typeof port.port === 'number') return n >= port.port && n <= (port.endPort ?? port.port);
-  const name = port.port;
-  return dst?.ports.some((c) => c.name === name && c.protocol === proto && c.containerPort === n) === true;
-}
-
-function ruleAllows(
-  w: World,
-  policy: NetworkPolicy,
-  rule: PolicyRule,
-  peerIp: string,
-  dst: Pod | undefined,
-  proto: Protocol,
-  n: number,
-): boolean {
-  const peerOk = rule.peers === null || rule.peers.some((p) => peerHas(w, policy, p, peerIp));
-  const portOk = rule.ports === null || rule.ports.some((p) => portHas(p, dst, proto, n));
-  return peerOk && portOk;
-}
-
-/** Policies of the pod's namespace that apply to it for the direction; `null` pod labels: all of them (fail closed). */
-function isolating(w: World, pod: Pod, type: 'Ingress' | 'Egress'): NetworkPolicy[] {
-  return w.policies.filter(
-    (p) =>
-      p.namespace === pod.namespace &&
-      p.policyTypes.includes(type) &&
-      (pod.labels === null || labelsMatch(p.podSelector, pod.labels)),
-  );
-}
-
-function allowedIngress(w: World, src: string, dst: Pod, proto: Protocol, n: number): boolean {
-  const policies = isolating(w, dst, 'Ingress');
-  if (policies.length === 0) return true;
-  if (dst.labels === null) return false;
-  return policies.some((p) => p.ingress.some((r) => ruleAllows(w, p, r, src, dst, proto, n)));
-}
-
-function allowedEgress(w: World, src: Pod, dst: string, proto: Protocol, n: number): boolean {
-  const policies = isolating(w, src, 'Egress');
-  if (policies.length === 0) return true;
-  if (src.labels === null) return false;
-  return policies.some((p) => p.egress.some((r) => ruleAllows(w, p, r, dst, podAt(w, dst), proto, n)));
-}
 
 // --- The evaluator of compiled output. ---
 
