@@ -33,6 +33,7 @@ import type {
   PolicyRule,
   Protocol,
 } from '../../src/policy/model.js';
+import { labelSelectorArbitrary } from '../policy/label-selector-arbitrary.js';
 import { allowedEgress, allowedIngress, inCidr, type World } from '../policy/policy-oracle.js';
 import { ProbeServers } from './policy-probe.js';
 
@@ -103,25 +104,7 @@ const selector = (keys: string[]): fc.Arbitrary<LabelSelector> =>
     { weight: 2, arbitrary: someSelector(keys) },
   );
 
-const someSelector = (keys: string[]): fc.Arbitrary<LabelSelector> =>
-  fc.record({
-    matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...VALUES), { maxKeys: 2 }),
-    matchExpressions: fc.array(
-      fc.oneof(
-        fc.record({
-          key: fc.constantFrom(...keys),
-          operator: fc.constantFrom('In' as const, 'NotIn' as const),
-          values: fc.uniqueArray(fc.constantFrom(...VALUES), { minLength: 1, maxLength: 2 }),
-        }),
-        fc.record({
-          key: fc.constantFrom(...keys),
-          operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const),
-          values: fc.constant([] as string[]),
-        }),
-      ),
-      { maxLength: 2 },
-    ),
-  });
+const someSelector = (keys: string[]): fc.Arbitrary<LabelSelector> => labelSelectorArbitrary(keys, VALUES);
 
 const LENGTHS = { 4: [0, 16, 23, 24, 28, 29, 30, 31, 32], 6: [0, 48, 63, 64, 120, 124, 126, 127, 128] };
 

@@ -23,6 +23,7 @@ import type {
   PolicyRule,
   Protocol,
 } from '../../src/policy/model.js';
+import { labelSelectorArbitrary } from './label-selector-arbitrary.js';
 import { allowedEgress, allowedIngress, inCidr, type World } from './policy-oracle.js';
 
 const NODE = 'n1';
@@ -50,24 +51,7 @@ function compiledAllows(d: DirectionPolicy | null, peer: string, proto: Protocol
 
 // --- Generators. ---
 
-const selector: fc.Arbitrary<LabelSelector> = fc.record({
-  matchLabels: fc.dictionary(fc.constantFrom(...KEYS), fc.constantFrom(...VALUES), { maxKeys: 2 }),
-  matchExpressions: fc.array(
-    fc.oneof(
-      fc.record({
-        key: fc.constantFrom(...KEYS),
-        operator: fc.constantFrom('In' as const, 'NotIn' as const),
-        values: fc.uniqueArray(fc.constantFrom(...VALUES), { minLength: 1, maxLength: 2 }),
-      }),
-      fc.record({
-        key: fc.constantFrom(...KEYS),
-        operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const),
-        values: fc.constant([] as string[]),
-      }),
-    ),
-    { maxLength: 2 },
-  ),
-});
+const selector: fc.Arbitrary<LabelSelector> = labelSelectorArbitrary(KEYS, VALUES);
 
 /** A prefix inside 10.0.0.0/24 or fd00::/120, where the pods' addresses are. */
 const prefix = (family: 4 | 6, minLen: number) =>
