@@ -10,7 +10,7 @@
  */
 import { constants } from 'node:os';
 import * as libc from '../libc.js';
-import { decodeMessages, encodeMessage, type NetlinkMessage } from './codec.js';
+import { encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import {
   decodeNflogPacket,
@@ -21,7 +21,7 @@ import {
   type NflogPacket,
 } from './nfulnl-message.js';
 import { decodeNlMsgErr } from './nlmsgerr.js';
-import { openNetlinkFd } from './socket.js';
+import { openNetlinkFd, receiveDatagram, sockaddrNl } from './socket.js';
 import * as N from './uapi/netlink.js';
 import { NETLINK_NETFILTER } from './uapi/nfnetlink.js';
 import { NFULNL_CFG_CMD_BIND } from './uapi/nfnetlink-log.js';
@@ -32,12 +32,6 @@ export interface NflogDrain {
   overruns: number;
   /** Messages that did not decode (skipped). */
   malformed: number;
-}
-
-function sockaddrNl(): Buffer {
-  const sa = Buffer.alloc(12);
-  sa.writeUInt16LE(libc.AF_NETLINK, 0);
-  return sa;
 }
 
 export class NflogSocket implements Disposable {
@@ -127,11 +121,9 @@ export class NflogSocket implements Disposable {
 
   /** One datagram; a blocking receive (flags 0) times out with the socket's receive timeout. */
   #receive(flags: number): NetlinkMessage[] {
-    const fd = this.#openFd();
-    const size = libc.recv(fd, this.#buf, flags | MSG_PEEK | MSG_TRUNC);
-    if (size > this.#buf.length) this.#buf = Buffer.allocUnsafe(size);
-    const n = libc.recv(fd, this.#buf, flags);
-    return decodeMessages(new Uint8Array(this.#buf.subarray(0, n)));
+    const got = receiveDatagram(this.#openFd(), this.#buf, `nfnetlink_log group ${this.group}`, flags);
+    this.#buf = got.buf;
+    return got.messages;
   }
 
   #openFd(): number {
@@ -155,6 +147,3 @@ export class NflogSocket implements Disposable {
     this.close();
   }
 }
-
-const MSG_PEEK = 0x02;
-const MSG_TRUNC = 0x20;

@@ -9,7 +9,7 @@ import * as libc from '../libc.js';
 import { concatBytes, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr } from './nlmsgerr.js';
-import { openNetlinkFd, receiveDatagram } from './socket.js';
+import { openNetlinkFd, receiveDatagram, sockaddrNl } from './socket.js';
 import * as N from './uapi/netlink.js';
 import { nftMsgName } from './uapi/nf-tables.js';
 import {
@@ -37,12 +37,6 @@ export interface NftBatchMessage {
   flags: number;
   family: number;
   attrs: Uint8Array;
-}
-
-function sockaddrNl(): Buffer {
-  const sa = Buffer.alloc(12);
-  sa.writeUInt16LE(libc.AF_NETLINK, 0);
-  return sa;
 }
 
 export class NfnetlinkSocket implements Disposable {

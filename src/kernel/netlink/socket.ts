@@ -49,7 +49,7 @@ const MSG_TRUNC = 0x20;
 const INITIAL_BUFFER = 32 * 1024;
 
 /** struct sockaddr_nl with nl_pid 0: the kernel's address, and "assign me a port" when binding. */
-function sockaddrNl(): Buffer {
+export function sockaddrNl(): Buffer {
   const sa = Buffer.alloc(12);
   sa.writeUInt16LE(libc.AF_NETLINK, 0);
   return sa;
@@ -358,20 +358,23 @@ export function openNetlinkFd(protocol: number, receiveTimeoutMs: number): numbe
 /**
  * Reads one netlink datagram on `fd` into `buf`, growing it first (a new buffer is returned) when the
  * datagram would not fit, and decodes a copy of it: the buffer is reused by the next receive while
- * these messages may still be read. A receive timeout (EAGAIN) becomes ETIMEDOUT named after `what`.
+ * these messages may still be read. A receive timeout (EAGAIN) becomes ETIMEDOUT named after `what`;
+ * with `flags` MSG_DONTWAIT, EAGAIN stays EAGAIN: nothing was queued.
  */
 export function receiveDatagram(
   fd: number,
   buf: Buffer,
   what: string,
+  flags = 0,
 ): { buf: Buffer; messages: NetlinkMessage[] } {
   try {
-    const size = libc.recv(fd, buf, MSG_PEEK | MSG_TRUNC);
+    const size = libc.recv(fd, buf, flags | MSG_PEEK | MSG_TRUNC);
     const into = size > buf.length ? Buffer.allocUnsafe(size) : buf;
-    const n = libc.recv(fd, into, 0);
+    const n = libc.recv(fd, into, flags);
     return { buf: into, messages: decodeMessages(new Uint8Array(into.subarray(0, n))) };
   } catch (err) {
-    if (err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
+    const nonBlocking = (flags & libc.MSG_DONTWAIT) !== 0;
+    if (!nonBlocking && err instanceof libc.KernelError && err.errno === constants.errno.EAGAIN) {
       throw new libc.KernelError(what, constants.errno.ETIMEDOUT, undefined, { cause: err });
     }
     throw err;
