@@ -97,7 +97,8 @@ export class TestNode {
     this.#nodeFlags = options.nodeFlags ?? AGENT_NODE_FLAGS;
   }
 
-  async setup(): Promise<this> {
+  /** `until`: the agent's log line that ends the wait (startAgent). */
+  async setup(until?: string): Promise<this> {
     this.nodeNs = this.#given.nodeNs ?? (await this.ns.add('node'));
     await run('ip', ['-n', this.nodeNs, 'link', 'set', 'lo', 'up']);
     const o = this.options;
@@ -115,7 +116,7 @@ export class TestNode {
     };
     for (const [k, v] of Object.entries(config)) if (v === null) delete config[k];
     writeFileSync(this.configPath, stringifyYaml(config));
-    await this.startAgent();
+    await this.startAgent(until);
     return this;
   }
 
@@ -124,7 +125,11 @@ export class TestNode {
     return [MAIN, 'agent', '--config', this.configPath];
   }
 
-  async startAgent(): Promise<void> {
+  /**
+   * Starts the agent and waits for its "agent started" line, or for the `until` message (`msg` of a
+   * log line; e.g. a step in the middle of the start).
+   */
+  async startAgent(until = 'agent started'): Promise<void> {
     const child = spawn(
       'ip',
       ['netns', 'exec', this.nodeNs, process.execPath, ...this.#nodeFlags, ...this.agentArgs()],
@@ -139,7 +144,7 @@ export class TestNode {
       this.logs += d.toString();
     });
     const deadline = Date.now() + patient(15_000);
-    while (!this.logs.includes('"agent started"', from)) {
+    while (!this.logs.includes(`"msg":"${until}"`, from)) {
       if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
       if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);
       await sleep(20);

@@ -16,6 +16,22 @@ async function runAgent(args: CliArgs, out: (s: string) => void): Promise<number
   const log = jsonLogger();
   for (const warning of [threadpoolWarning(), idleGcWarning(v8Gc() !== undefined)])
     if (warning) log.warn(warning);
+  // The handlers go in before the start: a SIGTERM that arrives while the agent starts (or in the
+  // moment after its "agent started" line) must not take the default action, which kills the process
+  // with the uplink still moved into the bridge and the datapath half up. It stops the agent as soon
+  // as the start is over (the start is bounded: each of its waits has a deadline). A second signal of
+  // the same kind takes the default action.
+  let signalled: ((signal: string) => void) | undefined;
+  let pending: string | undefined;
+  const onSignal = (signal: string) => {
+    if (signalled) signalled(signal);
+    else if (pending === undefined) {
+      pending = signal;
+      log.info('signal while starting: stopping once started', { signal });
+    }
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
   let agent: Agent;
   try {
     agent = await Agent.start(loadAgentConfig(args.config), log);
@@ -27,15 +43,14 @@ async function runAgent(args: CliArgs, out: (s: string) => void): Promise<number
     process.exit(1);
   }
   await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
+    signalled = (signal: string) => {
       log.info('stopping', { signal });
       agent.stop().then(resolve, (err: unknown) => {
         log.error('stop failed', { err: String(err) });
         resolve();
       });
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    if (pending) signalled(pending);
   });
   return 0;
 }
