@@ -1253,7 +1253,11 @@ const MUTATIONS = [
     what: 'The agent installs its SIGTERM handler only once started: a SIGTERM during the start kills it with the uplink still in the bridge',
     edits: [
       ['src/cli/agent-command.js', "process.once('SIGTERM', () => onSignal('SIGTERM'));", ''],
-      ['src/cli/agent-command.js', 'if (pending)\n            signalled(pending);', "process.once('SIGTERM', () => signalled?.('SIGTERM'));"],
+      [
+        'src/cli/agent-command.js',
+        'if (pending)\n            signalled(pending);',
+        "process.once('SIGTERM', () => signalled?.('SIGTERM'));",
+      ],
     ],
     tests: ['test/agent/hardening/finding-11-bridging-without-state-dir.test.js'],
   },
