@@ -1261,6 +1261,19 @@ const MUTATIONS = [
     ],
     tests: ['test/agent/hardening/finding-11-bridging-without-state-dir.test.js'],
   },
+  {
+    id: 'ovs-policy-no-cache-flush',
+    what: "NetworkPolicy, OVS: an apply resolves once the bundle is committed, without flushing ovs-vswitchd's cached datapath flows (new connections keep the old verdict for a while)",
+    edits: [
+      [
+        'src/datapath/ovs/policy-ovs-backend.js',
+        'if (this.#flushOwed && this.#flushCache) {',
+        'if (false) {',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-model.test.js'],
+    env: { PODWIRE_POLICY_MODEL_SEED: '219660732', PODWIRE_POLICY_MODEL_CASES: '40' },
+  },
 ];
 
 function build() {

@@ -470,13 +470,7 @@ export class PolicyModelGrid {
    * Runs `cases` generated cases from `seed` through `backend`; fails at the first case whose probed
    * matrix differs from the oracle's, naming the seed that replays it.
    */
-  async run(
-    t: TestContext,
-    backend: PolicyBackend,
-    seed: number,
-    cases: number,
-    afterApply: () => Promise<void> = async () => undefined,
-  ): Promise<ModelFigures> {
+  async run(t: TestContext, backend: PolicyBackend, seed: number, cases: number): Promise<ModelFigures> {
     const addresses = {
       4: [...this.pods.map((p) => p.pod.ips[0] as string), EXTERNAL.v4],
       6: [...this.pods.map((p) => p.pod.ips[1] as string), EXTERNAL.v6],
@@ -503,7 +497,6 @@ export class PolicyModelGrid {
       const replay = `case ${i} of seed ${seed}: replay with PODWIRE_POLICY_MODEL_SEED=${caseSeed} PODWIRE_POLICY_MODEL_CASES=1 (this case alone) or PODWIRE_POLICY_MODEL_SEED=${seed} PODWIRE_POLICY_MODEL_CASES=${i + 1} (with the cases before it)`;
       const tA = performance.now();
       await backend.apply(compilePolicies({ ...w, node: NODE }));
-      await afterApply();
       const tB = performance.now();
       const probes = this.#matrix(w);
       const got = await this.#probe(probes, 2 * caseSeed, 0.6);

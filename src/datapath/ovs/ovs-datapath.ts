@@ -50,6 +50,7 @@ import {
   ROLE_UPLINK,
   recordOnUnderlay,
 } from './port-record.js';
+import { unixctl, vswitchdControlSocket } from './unixctl.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -70,6 +71,11 @@ export interface OvsDatapathOptions {
   datapathType: 'system' | 'netdev';
   /** OpenFlow endpoint; by default the bridge's management socket beside the OVSDB socket. */
   openflow?: string;
+  /**
+   * ovs-vswitchd's control socket (unixctl.ts), to flush the datapath's flow cache after a policy
+   * change; by default found in the run directory of the OVSDB socket.
+   */
+  unixctl?: string;
   /** How long ovs-vswitchd may take to open a port. */
   portTimeoutMs?: number;
   /** Told when the uplink's ARP guard cannot be installed (uplink-arp-guard.ts), and of switch outages. */
@@ -97,8 +103,11 @@ const PROTOCOLS = ['OpenFlow10', 'OpenFlow13', 'OpenFlow14', 'OpenFlow15'];
 
 /** Where ovs-vswitchd puts `BRIDGE.mgmt`: its run directory, which also holds `db.sock` by default. */
 export function defaultOpenflowTarget(ovsdb: string, bridge: string): string {
-  const socket = ovsdb.startsWith('unix:') ? ovsdb.slice(5) : ovsdb;
-  return `unix:${dirname(socket)}/${bridge}.mgmt`;
+  return `unix:${runDirOf(ovsdb)}/${bridge}.mgmt`;
+}
+
+function runDirOf(ovsdb: string): string {
+  return dirname(ovsdb.startsWith('unix:') ? ovsdb.slice(5) : ovsdb);
 }
 
 export class OvsDatapath implements Datapath {
@@ -703,10 +712,16 @@ export class OvsDatapath implements Datapath {
     const flows = this.#flows;
     if (!flows) throw new DatapathError('OVS datapath: policyBackend() before start()');
     const nodeIps = this.#nodeIps();
+    const unixctlPath = () => this.#o.unixctl ?? vswitchdControlSocket(runDirOf(this.#o.ovsdb));
     this.#policy = new OvsPolicyBackend(
       flows,
       () => ({ gatewayOfport: this.#requireGateway().ofport, nodeIps }),
-      (fn) => this.#exclusive(fn),
+      {
+        lock: (fn) => this.#exclusive(fn),
+        flushCache: async () => {
+          await unixctl(unixctlPath(), 'revalidator/purge');
+        },
+      },
     );
     return this.#policy;
   }

@@ -4,6 +4,11 @@
  * of the difference between the policy flows the switch holds and those wanted (flows of other
  * cookies are never read or touched), so a packet meets the old rules or the new, and an unchanged
  * rule keeps its flows and their counters.
+ *
+ * A bundle changes the flow tables, not the flows ovs-vswitchd has cached in the datapath: until its
+ * revalidators have gone over them (for seconds on a loaded node, decision 50), a new connection that
+ * matches a cached flow gets the old verdict. So an apply that changed any flow resolves only once the
+ * cache is flushed (`flushCache`, decision 52): a denied connection is denied when apply() returns.
  */
 import { DatapathError } from '../../base/errors.js';
 import type { PodPolicy } from '../../policy/model.js';
@@ -22,10 +27,24 @@ import {
 /** Runs `fn` alone among the writers of the bridge's whole flow table (the datapath's replay). */
 export type FlowTableLock = <T>(fn: () => Promise<T>) => Promise<T>;
 
+export interface OvsPolicyBackendOptions {
+  /** Shared with whatever else replaces the whole table (OvsDatapath's replay). */
+  lock?: FlowTableLock;
+  /**
+   * Empties the datapath's flow cache (`ovs-appctl revalidator/purge`), after every apply that changed
+   * a flow. Without it (a test that judges the flow tables alone) the cache follows when the
+   * revalidators run.
+   */
+  flushCache?: () => Promise<void>;
+}
+
 export class OvsPolicyBackend implements PolicyBackend {
   readonly #flows: FlowTable;
   readonly #node: () => PolicyNode;
   readonly #lock: FlowTableLock;
+  readonly #flushCache: (() => Promise<void>) | undefined;
+  /** A change was installed whose cached flows have not been flushed yet (the flush failed). */
+  #flushOwed = false;
   readonly #ids = new ConjunctionIds();
   /** What each counting cookie of the last successful apply counts. */
   #counters = new Map<bigint, CounterKey>();
@@ -34,18 +53,22 @@ export class OvsPolicyBackend implements PolicyBackend {
 
   /**
    * `flows`: the bridge's flow table (its connection is the caller's); `node`: the gateway's port and
-   * the node's addresses (a function: the gateway's port may change when the switch restarts);
-   * `lock`: shared with whatever else replaces the whole table (OvsDatapath's replay), which takes
-   * this backend's flows from `flowsInForce`.
+   * the node's addresses (a function: the gateway's port may change when the switch restarts). A
+   * replay under `options.lock` takes this backend's flows from `flowsInForce`.
    */
-  constructor(flows: FlowTable, node: PolicyNode | (() => PolicyNode), lock?: FlowTableLock) {
+  constructor(
+    flows: FlowTable,
+    node: PolicyNode | (() => PolicyNode),
+    options: OvsPolicyBackendOptions = {},
+  ) {
     this.#flows = flows;
     if (typeof node === 'function') this.#node = node;
     else {
       const fixed = { gatewayOfport: node.gatewayOfport, nodeIps: [...node.nodeIps] };
       this.#node = () => fixed;
     }
-    this.#lock = lock ?? ((fn) => fn());
+    this.#lock = options.lock ?? ((fn) => fn());
+    this.#flushCache = options.flushCache;
   }
 
   /**
@@ -102,13 +125,29 @@ export class OvsPolicyBackend implements PolicyBackend {
     await this.#lock(async () => {
       const flows = build();
       try {
-        await this.#flows.replaceMasked(flows, POLICY_COOKIE, POLICY_COOKIE_MASK);
+        const changed = await this.#flows.replaceMasked(flows, POLICY_COOKIE, POLICY_COOKIE_MASK);
+        if (changed.added + changed.deleted > 0) this.#flushOwed = true;
       } catch (err) {
+        // Part of a bundle may have been committed before the error was known: flush on the next try.
+        this.#flushOwed = true;
         throw new DatapathError(`installing ${flows.length} policy flows: ${(err as Error).message}`, {
           cause: err,
         });
       }
       if (pods) this.#applied = pods;
+      if (this.#flushOwed && this.#flushCache) {
+        try {
+          await this.#flushCache();
+        } catch (err) {
+          // The tables are right; the cache may still hold old verdicts. The caller retries, and the
+          // next apply flushes even when it changes nothing.
+          throw new DatapathError(
+            `the policy flows are installed, but the datapath's cached flows were not flushed: ${(err as Error).message}`,
+            { cause: err },
+          );
+        }
+        this.#flushOwed = false;
+      }
     });
   }
 }

@@ -3,10 +3,12 @@
  * datapath with pods in namespaces: isolation, allowed peers and ports (TCP and UDP, IPv4 and IPv6),
  * port ranges, except holes, replies of allowed connections, egress, the node's own traffic, a
  * Service-like connection DNATed by the node and answered through the gateway, atomic re-applies,
- * counters, and remove() giving back the pipeline's flow table exactly. `PodPolicy` values are built
- * by hand: the compiler is tested on its own.
+ * counters, the datapath's flow cache flushed after each change (as the agent builds the backend),
+ * and remove() giving back the pipeline's flow table exactly. `PodPolicy` values are built by hand:
+ * the compiler is tested on its own.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { must } from '../../../bed/exec.js';
 import { resultIps, TestNode } from '../../../bed/node.js';
@@ -15,6 +17,7 @@ import { addressBits, formatIp, parsePrefixOrThrow } from '../../../src/base/ip.
 import { FlowTable } from '../../../src/datapath/ovs/openflow/flow-table.js';
 import { defaultOpenflowTarget } from '../../../src/datapath/ovs/ovs-datapath.js';
 import { OvsPolicyBackend } from '../../../src/datapath/ovs/policy-ovs-backend.js';
+import { unixctl } from '../../../src/datapath/ovs/unixctl.js';
 import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../../src/policy/model.js';
 import { flowTable, ovsOf } from './ovs-node.js';
 import { ProbeServer, probe, reaches } from './policy-probe.js';
@@ -69,6 +72,8 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
   let c: Pod;
   const servers: ProbeServer[] = [];
   let pristine: string[];
+  /** The backend's cache flushes so far, and whether the next one fails (the control socket away). */
+  const flush = { count: 0, fail: false };
 
   async function addPod(id: string): Promise<Pod> {
     const ns = await node.addPod(id);
@@ -89,7 +94,17 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
     const ofport = Number((await ovs.vsctl('get', 'Interface', 'podwire-gw0', 'ofport')).trim());
     flows = new FlowTable(defaultOpenflowTarget(ovs.ovsdb, node.options.bridge));
     await flows.waitUp(5000);
-    backend = new OvsPolicyBackend(flows, { gatewayOfport: ofport, nodeIps: [GW4, GW6] });
+    backend = new OvsPolicyBackend(
+      flows,
+      { gatewayOfport: ofport, nodeIps: [GW4, GW6] },
+      {
+        flushCache: async () => {
+          flush.count++;
+          if (flush.fail) throw new Error('control socket away');
+          await unixctl(join(ovs.dir, 'ovs-vswitchd.ctl'), 'revalidator/purge');
+        },
+      },
+    );
     await backend.start();
     // IPv6 neighbours settle (DAD) before the first probe.
     for (const p of [b, c]) assert.ok(await ping(a.ns, p.v6, 3), `a reaches ${p.id} over IPv6`);
@@ -277,6 +292,42 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
     assert.ok(seen.rule >= 5n, `rule counted ${seen.rule} connections, want >= 5`);
     assert.ok(seen.bytes > 0n);
     assert.ok(seen.deny >= 3n, `deny counted ${seen.deny}, want >= 3`);
+  });
+
+  test("the datapath's cache is flushed after an apply that changed flows; a failed flush fails the apply and is owed", async () => {
+    const p1 = [
+      policy(
+        b,
+        dir([{ id: 'default/test/ingress/0', entries: [{ peers: [`${a.v4}/32`], ports: [udp(5353)] }] }]),
+      ),
+    ];
+    const p2 = [
+      policy(
+        b,
+        dir([{ id: 'default/test/ingress/0', entries: [{ peers: [`${c.v4}/32`], ports: [udp(5353)] }] }]),
+      ),
+    ];
+    await backend.apply(p1);
+    let before = flush.count;
+    await backend.apply(p1);
+    assert.equal(flush.count, before, 'nothing changed: no flush');
+    flush.fail = true;
+    await assert.rejects(backend.apply(p2), (e: unknown) => {
+      assert.match(
+        (e as Error).message,
+        /policy flows are installed, but the datapath's cached flows were not flushed: control socket away/,
+      );
+      return true;
+    });
+    flush.fail = false;
+    // The tables hold p2; the flush is owed, also by an apply that changes nothing.
+    before = flush.count;
+    await backend.apply(p2);
+    assert.equal(flush.count, before + 1, 'the owed flush');
+    assert.equal(await probe(c.ns, 'udp', b.v4, 5353, 3), 3);
+    assert.equal(await probe(a.ns, 'udp', b.v4, 5353, 3), 0);
+    await backend.apply(p2);
+    assert.equal(flush.count, before + 1, 'and only once');
   });
 
   test('bad input changes nothing; remove() gives back the pipeline flow table exactly', async () => {
