@@ -140,14 +140,29 @@ export class TestNode {
     );
     this.agent = child;
     const from = this.logs.length;
+    const line = `"msg":"${until}"`;
+    // Resolved from the stderr handler itself, not by polling: a test that signals the agent at a
+    // line in the middle of its start (finding 11) does so while the agent is still there.
+    let seen: () => void = () => undefined;
+    const started = new Promise<void>((res) => {
+      seen = res;
+    });
     child.stderr?.on('data', (d: Buffer) => {
       this.logs += d.toString();
+      if (this.logs.includes(line, from)) seen();
     });
-    const deadline = Date.now() + patient(15_000);
-    while (!this.logs.includes(`"msg":"${until}"`, from)) {
-      if (child.exitCode !== null) throw new Error(`agent exited ${child.exitCode}: ${this.logs}`);
-      if (Date.now() > deadline) throw new Error(`agent did not start: ${this.logs}`);
-      await sleep(20);
+    const exited = new Promise<never>((_, rej) =>
+      child.once('exit', (code) => rej(new Error(`agent exited ${code}: ${this.logs}`))),
+    );
+    exited.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, rej) => {
+      timer = setTimeout(() => rej(new Error(`agent did not start: ${this.logs}`)), patient(15_000));
+    });
+    try {
+      await Promise.race([started, exited, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -27,6 +27,12 @@ export interface AgentConfig {
   ovsdb: string;
   /** ovs: the bridge's datapath type; `netdev` is the userspace datapath (no kernel module needed). */
   ovsDatapathType: 'system' | 'netdev';
+  /**
+   * ovs: ovs-vswitchd's control socket (an absolute path), to flush its datapath flow cache after a
+   * NetworkPolicy change; by default `ovs-vswitchd.ctl` or `ovs-vswitchd.PID.ctl` in the OVSDB
+   * socket's directory (decision 52).
+   */
+  ovsUnixctl?: string;
   mtu: number;
   /** The unix socket the CNI relay connects to (mode 0600). */
   socket: string;
@@ -79,6 +85,7 @@ export const CONFIG_KEYS: ReadonlySet<string> = new Set([
   'gateway',
   'ovsdb',
   'ovsDatapathType',
+  'ovsUnixctl',
   'mtu',
   'socket',
   'stateDir',
@@ -92,7 +99,7 @@ export const CONFIG_KEYS: ReadonlySet<string> = new Set([
   ...CLUSTER_KEYS,
 ]);
 /** Keys that mean something only to the OVS datapath. */
-const OVS_KEYS = ['gateway', 'ovsdb', 'ovsDatapathType'] as const;
+const OVS_KEYS = ['gateway', 'ovsdb', 'ovsDatapathType', 'ovsUnixctl'] as const;
 const IFNAME = /^[A-Za-z0-9_.-]{1,15}$/;
 
 function bad(key: string, why: string): PodwireError {
@@ -158,6 +165,11 @@ export function parseAgentConfig(text: string): AgentConfig {
     if (typeof v !== 'string' || !v.startsWith('unix:') || !isAbsolute(v.slice(5)))
       throw bad('ovsdb', 'must be unix:ABSOLUTE-PATH (only unix sockets are supported)');
     cfg.ovsdb = v;
+  }
+  if (obj.ovsUnixctl !== undefined) {
+    const v = obj.ovsUnixctl;
+    if (typeof v !== 'string' || !isAbsolute(v)) throw bad('ovsUnixctl', 'must be an absolute path');
+    cfg.ovsUnixctl = v;
   }
   if (obj.ovsDatapathType !== undefined) {
     if (obj.ovsDatapathType !== 'system' && obj.ovsDatapathType !== 'netdev')

@@ -55,11 +55,12 @@ describe('agent config', () => {
         'gateway: gw0',
         'ovsdb: unix:/tmp/ovs/db.sock',
         'ovsDatapathType: netdev',
+        'ovsUnixctl: /tmp/ovs/ovs-vswitchd.ctl',
       ].join('\n'),
     );
     assert.deepEqual(
-      [cfg.bridge, cfg.gateway, cfg.ovsdb, cfg.ovsDatapathType],
-      ['br-int', 'gw0', 'unix:/tmp/ovs/db.sock', 'netdev'],
+      [cfg.bridge, cfg.gateway, cfg.ovsdb, cfg.ovsDatapathType, cfg.ovsUnixctl],
+      ['br-int', 'gw0', 'unix:/tmp/ovs/db.sock', 'netdev', '/tmp/ovs/ovs-vswitchd.ctl'],
     );
   });
 
@@ -111,6 +112,12 @@ describe('agent config', () => {
     ['ovsdb over TCP', `${OVS}ovsdb: tcp:127.0.0.1:6640`, /ovsdb: must be unix:/],
     ['relative ovsdb socket', `${OVS}ovsdb: unix:db.sock`, /ovsdb: must be unix:/],
     ['unknown ovsDatapathType', `${OVS}ovsDatapathType: dpdk`, /ovsDatapathType: "dpdk" is not one of/],
+    ['relative ovsUnixctl', `${OVS}ovsUnixctl: ovs-vswitchd.ctl`, /ovsUnixctl: must be an absolute path/],
+    [
+      'ovsUnixctl without ovs',
+      'podCIDRs: ["10.0.0.0/24"]\novsUnixctl: /run/openvswitch/ovs-vswitchd.ctl',
+      /ovsUnixctl: only meaningful with datapath: ovs/,
+    ],
     ['long gateway name', `${OVS}gateway: abcdefghijklmnop`, /gateway: must be an interface name/],
     ['gateway named like the bridge', `${OVS}bridge: br0\ngateway: br0`, /gateway: must differ from bridge/],
     [

@@ -36,6 +36,7 @@ export function createDatapath(
         gateway: config.gateway,
         ovsdb: config.ovsdb,
         datapathType: config.ovsDatapathType,
+        ...(config.ovsUnixctl ? { unixctl: config.ovsUnixctl } : {}),
         // NetworkPolicy is enforced with the Kubernetes store (startup/policy-start.ts).
         policy: config.cluster?.store.store === 'kubernetes',
         ...(log

@@ -50,7 +50,7 @@ import {
   ROLE_UPLINK,
   recordOnUnderlay,
 } from './port-record.js';
-import { unixctl, vswitchdControlSocket } from './unixctl.js';
+import { unixctl, vswitchdCommand } from './unixctl.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -91,6 +91,9 @@ export interface OvsDatapathOptions {
    */
   policy?: boolean;
 }
+
+/** How long a purge of the datapath's flow cache may take (ovs-vswitchd answers once it is done). */
+const PURGE_TIMEOUT_MS = 30_000;
 
 /** Pod ports' OpenFlow numbers start here (ofport-pool.ts); the gateway and uplink keep the low ones. */
 const POD_OFPORT_BASE = 100;
@@ -308,6 +311,16 @@ export class OvsDatapath implements Datapath {
     // these tables and handles new packets again.
     if (await vs.clearFlowRestoreWait()) {
       this.#o.info?.('OVS flows in place: flow-restore-wait cleared', { bridge: this.#o.bridge });
+    }
+    // A replay that changed flows where policy is enforced: the cached flows of the old tables go
+    // (decision 52). Not fatal: the tables are right, and ADDs must not wait for the control socket.
+    if ((this.#o.policy || this.#policy) && outcome.added + outcome.deleted > 0) {
+      await this.#purgeCache().catch((err: unknown) =>
+        this.#o.warn?.("replayed flows, but the datapath's cached flows were not flushed", {
+          bridge: this.#o.bridge,
+          err: String(err),
+        }),
+      );
     }
     return outcome.added + outcome.deleted;
   }
@@ -707,21 +720,26 @@ export class OvsDatapath implements Datapath {
    * OpenFlow connection; made once, after start(). Every replay of the switch's state (a restarted
    * ovs-vswitchd) installs its flows as last applied, in the same bundle as the rest.
    */
+  /**
+   * Equivalent to: `ovs-appctl revalidator/purge`: every flow ovs-vswitchd has cached in the datapath
+   * deleted, so the next packet of each is judged by the tables as they are now (decision 52). Long
+   * on a node with many cached flows: ovs-vswitchd's main thread deletes them before it answers.
+   */
+  async #purgeCache(): Promise<void> {
+    const { unixctl: path, ovsdb } = this.#o;
+    if (path) await unixctl(path, 'revalidator/purge', [], PURGE_TIMEOUT_MS);
+    else await vswitchdCommand(runDirOf(ovsdb), 'revalidator/purge', [], PURGE_TIMEOUT_MS);
+  }
+
   policyBackend(): PolicyBackend {
     if (this.#policy) return this.#policy;
     const flows = this.#flows;
     if (!flows) throw new DatapathError('OVS datapath: policyBackend() before start()');
     const nodeIps = this.#nodeIps();
-    const unixctlPath = () => this.#o.unixctl ?? vswitchdControlSocket(runDirOf(this.#o.ovsdb));
     this.#policy = new OvsPolicyBackend(
       flows,
       () => ({ gatewayOfport: this.#requireGateway().ofport, nodeIps }),
-      {
-        lock: (fn) => this.#exclusive(fn),
-        flushCache: async () => {
-          await unixctl(unixctlPath(), 'revalidator/purge');
-        },
-      },
+      { lock: (fn) => this.#exclusive(fn), flushCache: () => this.#purgeCache() },
     );
     return this.#policy;
   }

@@ -92,12 +92,17 @@ export class OvsPolicyBackend implements PolicyBackend {
     // Built in full before anything is sent: bad input throws there with the switch untouched.
     const copy = [...pods];
     let counters = this.#counters;
-    await this.#install(() => {
-      const built = policyFlows(this.#node(), copy, this.#ids);
-      counters = built.counters;
-      return built.flows;
-    }, copy);
-    this.#counters = counters;
+    await this.#install(
+      () => {
+        const built = policyFlows(this.#node(), copy, this.#ids);
+        counters = built.counters;
+        return built.flows;
+      },
+      () => {
+        this.#applied = copy;
+        this.#counters = counters;
+      },
+    );
   }
 
   async counters(): Promise<RuleCounters[]> {
@@ -115,13 +120,20 @@ export class OvsPolicyBackend implements PolicyBackend {
   }
 
   async remove(): Promise<void> {
-    await this.#install(() => []);
-    this.#counters = new Map();
-    this.#applied = undefined;
+    await this.#install(
+      () => [],
+      () => {
+        this.#counters = new Map();
+        this.#applied = undefined;
+      },
+    );
   }
 
-  /** `build` runs under the lock (the gateway's port as it is then); `pods`: what it enforces, kept once installed. */
-  async #install(build: () => string[], pods?: readonly PodPolicy[]): Promise<void> {
+  /**
+   * `build` runs under the lock (the gateway's port as it is then); `installed` records what the switch
+   * now holds, as soon as it holds it: before the flush, which may fail with the flows in place.
+   */
+  async #install(build: () => string[], installed?: () => void): Promise<void> {
     await this.#lock(async () => {
       const flows = build();
       try {
@@ -134,7 +146,7 @@ export class OvsPolicyBackend implements PolicyBackend {
           cause: err,
         });
       }
-      if (pods) this.#applied = pods;
+      installed?.();
       if (this.#flushOwed && this.#flushCache) {
         try {
           await this.#flushCache();

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { DatapathError } from '../../base/errors.js';
 import { JsonStreamSplitter } from './json-stream.js';
 
-/** How long one command may take, connection included. */
+/** How long one command may take by default, connection included. */
 export const UNIXCTL_TIMEOUT_MS = 5000;
 
 /**
@@ -21,6 +21,38 @@ export const UNIXCTL_TIMEOUT_MS = 5000;
 export function vswitchdControlSocket(runDir: string): string {
   const named = join(runDir, 'ovs-vswitchd.ctl');
   if (existsSync(named)) return named;
+  return pidControlSocket(runDir, named);
+}
+
+/**
+ * Runs `method` on the ovs-vswitchd of `runDir`: on `ovs-vswitchd.ctl` when it is there, and when that
+ * one refuses (a socket left by a daemon that died), on the one its pidfile names.
+ */
+export async function vswitchdCommand(
+  runDir: string,
+  method: string,
+  params: readonly string[] = [],
+  timeoutMs = UNIXCTL_TIMEOUT_MS,
+): Promise<string> {
+  const first = vswitchdControlSocket(runDir);
+  try {
+    return await unixctl(first, method, params, timeoutMs);
+  } catch (err) {
+    const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+    if (code !== 'ECONNREFUSED' && code !== 'ENOENT') throw err;
+    let other: string;
+    try {
+      other = pidControlSocket(runDir, first);
+    } catch {
+      throw err;
+    }
+    if (other === first) throw err;
+    return await unixctl(other, method, params, timeoutMs);
+  }
+}
+
+/** `ovs-vswitchd.PID.ctl` from the pidfile; `named`: the other candidate, for the error. */
+function pidControlSocket(runDir: string, named: string): string {
   const pidfile = join(runDir, 'ovs-vswitchd.pid');
   let pid: string;
   try {
