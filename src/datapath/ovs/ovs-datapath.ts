@@ -50,7 +50,7 @@ import {
   ROLE_UPLINK,
   recordOnUnderlay,
 } from './port-record.js';
-import { unixctl, vswitchdCommand } from './unixctl.js';
+import { purgeDatapathCache } from './unixctl.js';
 import { dropKernelIngress, restoreKernelIngress } from './uplink-ingress.js';
 import type { PortRow, VswitchDb } from './vswitch-db.js';
 
@@ -91,9 +91,6 @@ export interface OvsDatapathOptions {
    */
   policy?: boolean;
 }
-
-/** How long a purge of the datapath's flow cache may take (ovs-vswitchd answers once it is done). */
-const PURGE_TIMEOUT_MS = 30_000;
 
 /** Pod ports' OpenFlow numbers start here (ofport-pool.ts); the gateway and uplink keep the low ones. */
 const POD_OFPORT_BASE = 100;
@@ -720,15 +717,8 @@ export class OvsDatapath implements Datapath {
    * OpenFlow connection; made once, after start(). Every replay of the switch's state (a restarted
    * ovs-vswitchd) installs its flows as last applied, in the same bundle as the rest.
    */
-  /**
-   * Equivalent to: `ovs-appctl revalidator/purge`: every flow ovs-vswitchd has cached in the datapath
-   * deleted, so the next packet of each is judged by the tables as they are now (decision 52). Long
-   * on a node with many cached flows: ovs-vswitchd's main thread deletes them before it answers.
-   */
-  async #purgeCache(): Promise<void> {
-    const { unixctl: path, ovsdb } = this.#o;
-    if (path) await unixctl(path, 'revalidator/purge', [], PURGE_TIMEOUT_MS);
-    else await vswitchdCommand(runDirOf(ovsdb), 'revalidator/purge', [], PURGE_TIMEOUT_MS);
+  #purgeCache(): Promise<void> {
+    return purgeDatapathCache({ socket: this.#o.unixctl, runDir: runDirOf(this.#o.ovsdb) });
   }
 
   policyBackend(): PolicyBackend {

@@ -13,6 +13,23 @@ import { JsonStreamSplitter } from './json-stream.js';
 /** How long one command may take by default, connection included. */
 export const UNIXCTL_TIMEOUT_MS = 5000;
 
+/** How long a purge of the datapath's flow cache may take (ovs-vswitchd answers once it is done). */
+const PURGE_TIMEOUT_MS = 30_000;
+
+/**
+ * Equivalent to: `ovs-appctl revalidator/purge`: every flow ovs-vswitchd has cached in the datapath
+ * deleted, so the next packet of each is judged by the tables as they are now (decision 52). On
+ * `socket` when given, else on the ovs-vswitchd of `runDir` (vswitchdCommand). Long on a node with
+ * many cached flows: ovs-vswitchd's main thread deletes them before it answers.
+ */
+export async function purgeDatapathCache(where: {
+  socket?: string | undefined;
+  runDir: string;
+}): Promise<void> {
+  if (where.socket) await unixctl(where.socket, 'revalidator/purge', [], PURGE_TIMEOUT_MS);
+  else await vswitchdCommand(where.runDir, 'revalidator/purge', [], PURGE_TIMEOUT_MS);
+}
+
 /**
  * The control socket of the ovs-vswitchd whose run directory is `runDir`: `ovs-vswitchd.ctl` there
  * when it was started with that name (`--unixctl`), else its default, `ovs-vswitchd.PID.ctl`, with
