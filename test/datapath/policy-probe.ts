@@ -46,7 +46,7 @@ const CLIENT = `
 import json, socket, sys
 out = []
 for probe in sys.argv[1:]:
-    proto, ip, port = probe.split(',')
+    proto, ip, port, sport = probe.split(',')
     fam = socket.AF_INET6 if ':' in ip else socket.AF_INET
     ok = False
     try:
@@ -56,7 +56,10 @@ for probe in sys.argv[1:]:
         else:
             # Five tries, as a UDP client would: the first datagrams to a neighbour still being
             # resolved are lost (IPv6, routed, right after the links came up: DAD still running).
-            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(0.6); s.connect((ip, int(port)))
+            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(0.6)
+            try: s.bind(('::' if fam == socket.AF_INET6 else '0.0.0.0', int(sport)))
+            except OSError as e: sys.exit('source port %s: %s' % (sport, e))
+            s.connect((ip, int(port)))
             for _ in range(5):
                 s.send(b'podwire')
                 try:
@@ -82,6 +85,23 @@ for i in range(count):
 q = socket.socket(fam, socket.SOCK_DGRAM); q.settimeout(2); q.connect((ip, port))
 time.sleep(0.2); q.send(b'total' + tag.encode()); print(q.recv(64).decode())
 `;
+
+/**
+ * UDP source ports for `count` probes, each handed out once per process (wrapping after 30,000), so a
+ * probe is a new connection to conntrack. The kernel picks UDP source ports at random, and a pick that
+ * met the tuple of an earlier allowed probe still in conntrack passed as established after the policy
+ * had changed (landing CI of df05c5d: 3 probes against about 400 live entries in 28,000 ports, an
+ * estimated 4 % of runs).
+ */
+const SOURCE_PORTS = { first: 20000, size: 30000 };
+let nextSource = Math.floor(Math.random() * SOURCE_PORTS.size);
+
+export function udpSources(count: number): number {
+  if (nextSource + count > SOURCE_PORTS.size) nextSource = 0;
+  const first = SOURCE_PORTS.first + nextSource;
+  nextSource += count;
+  return first;
+}
 
 export type Probe = readonly ['tcp' | 'udp', string, number];
 
@@ -113,7 +133,7 @@ export async function probeFrom(ns: string, probes: readonly Probe[]): Promise<b
     ns,
     'probe client',
     CLIENT,
-    probes.map((p) => p.join(',')),
+    probes.map((p) => [...p, p[0] === 'udp' ? udpSources(1) : 0].join(',')),
   );
   return JSON.parse(out) as boolean[];
 }

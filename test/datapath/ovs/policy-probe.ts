@@ -3,14 +3,12 @@
  * datagrams on given ports (both families), and a client that opens one new connection (TCP) or sends
  * one datagram from a fresh socket (UDP) and says whether the answer came back. Each probe is a new
  * connection to conntrack, so it is judged by the rules, not passed as an established one: a UDP probe
- * binds a source port no earlier probe of this process used. The kernel picks UDP source ports at
- * random, and a pick that met the tuple of an earlier allowed probe still in conntrack passed as
- * established after the policy had changed (landing CI of df05c5d: 3 probes against about 400 live
- * entries in 28,000 ports, an estimated 4 % of runs).
+ * binds a source port of `udpSources`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../../../bed/exec.js';
+import { udpSources } from '../policy-probe.js';
 import { PYTHON } from './traffic.js';
 
 const SERVER = `
@@ -100,17 +98,6 @@ export class ProbeServer {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
     await this.#exited;
   }
-}
-
-/** UDP source ports the probes bind, each once per process (wrapping after 30,000 probes). */
-const SOURCE_PORTS = { first: 20000, size: 30000 };
-let nextSource = Math.floor(Math.random() * SOURCE_PORTS.size);
-
-function udpSources(count: number): number {
-  if (nextSource + count > SOURCE_PORTS.size) nextSource = 0;
-  const first = SOURCE_PORTS.first + nextSource;
-  nextSource += count;
-  return first;
 }
 
 /** How many of `count` new connections (or datagrams) from `ns` to ip:port were answered. */
