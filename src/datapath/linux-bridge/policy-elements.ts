@@ -36,21 +36,56 @@ interface Span {
   owner: number;
 }
 
+const compareBig = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Every span's start and end + 1, sorted, each once: the points where ownership may change. */
+function cutPoints(spans: readonly { lo: bigint; hi: bigint }[]): bigint[] {
+  const cuts = [...new Set(spans.flatMap((s) => [s.lo, s.hi + 1n]))].sort(compareBig);
+  return cuts;
+}
+
+/**
+ * A sweep over the cut points: `covering(lo)` is the items whose span holds the elementary interval
+ * starting at `lo`. Items enter in order of their start and leave once past their end, so a whole
+ * sweep costs the sort plus, per interval, the items covering it (not every item: the cost that made
+ * 1000 pods' cells take seconds).
+ */
+class Sweep<T> {
+  readonly #byLo: T[];
+  readonly #span: (item: T) => { lo: bigint; hi: bigint };
+  #next = 0;
+  #active: T[] = [];
+
+  constructor(items: readonly T[], span: (item: T) => { lo: bigint; hi: bigint }) {
+    this.#span = span;
+    this.#byLo = [...items].sort((a, b) => compareBig(span(a).lo, span(b).lo));
+  }
+
+  /** Called with ascending `lo`, each an elementary interval's start. */
+  covering(lo: bigint): T[] {
+    this.#active = this.#active.filter((item) => this.#span(item).hi >= lo);
+    while (this.#next < this.#byLo.length && this.#span(this.#byLo[this.#next] as T).lo <= lo) {
+      const item = this.#byLo[this.#next++] as T;
+      if (this.#span(item).hi >= lo) this.#active.push(item);
+    }
+    return this.#active;
+  }
+}
+
 /**
  * Cuts overlapping spans into disjoint ones, each point owned by the lowest owner covering it, and
  * merges neighbours of the same owner.
  */
 export function disjointSpans(spans: readonly Span[]): Span[] {
   if (spans.length === 0) return [];
-  const cuts = [...new Set(spans.flatMap((s) => [s.lo, s.hi + 1n]))].sort((a, b) =>
-    a < b ? -1 : a > b ? 1 : 0,
-  );
+  const cuts = cutPoints(spans);
+  const sweep = new Sweep(spans, (s) => s);
   const out: Span[] = [];
   for (let i = 0; i + 1 < cuts.length; i++) {
     const lo = cuts[i] as bigint;
     const hi = (cuts[i + 1] as bigint) - 1n;
     let owner = -1;
-    for (const s of spans) if (s.lo <= lo && lo <= s.hi && (owner < 0 || s.owner < owner)) owner = s.owner;
+    for (const s of sweep.covering(lo)) if (owner < 0 || s.owner < owner) owner = s.owner;
     if (owner < 0) continue;
     const last = out[out.length - 1];
     if (last && last.owner === owner && last.hi + 1n === lo) last.hi = hi;
@@ -70,19 +105,16 @@ interface Rect {
 export function disjointCells(
   rects: readonly Rect[],
 ): Array<{ peerLo: bigint; peerHi: bigint; ports: Span[] }> {
-  const rows = disjointSpans(rects.map((r) => ({ ...r.peer, owner: 0 })));
-  const cuts = [...new Set(rects.flatMap((r) => [r.peer.lo, r.peer.hi + 1n]))].sort((a, b) =>
-    a < b ? -1 : a > b ? 1 : 0,
-  );
+  const cuts = cutPoints(rects.map((r) => r.peer));
+  const sweep = new Sweep(rects, (r) => r.peer);
   const out: Array<{ peerLo: bigint; peerHi: bigint; ports: Span[] }> = [];
   for (let i = 0; i + 1 < cuts.length; i++) {
     const lo = cuts[i] as bigint;
     const hi = (cuts[i + 1] as bigint) - 1n;
-    if (!rows.some((r) => r.lo <= lo && lo <= r.hi)) continue;
+    const covering = sweep.covering(lo);
+    if (covering.length === 0) continue;
     const ports = disjointSpans(
-      rects
-        .filter((r) => r.peer.lo <= lo && lo <= r.peer.hi)
-        .map((r) => ({ lo: BigInt(r.portLo), hi: BigInt(r.portHi), owner: r.peer.owner })),
+      covering.map((r) => ({ lo: BigInt(r.portLo), hi: BigInt(r.portHi), owner: r.peer.owner })),
     );
     const last = out[out.length - 1];
     if (last && last.peerHi + 1n === lo && sameSpans(last.ports, ports)) last.peerHi = hi;
