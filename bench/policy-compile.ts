@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { compilePolicies } from '../src/policy/compile.js';
-import type { Namespace, NetworkPolicy, Pod } from '../src/policy/model.js';
+import { policyInput } from './policy-input.js';
 import { ratio, summarize } from './stats.js';
 
 const { values } = parseArgs({
@@ -20,75 +20,13 @@ const { values } = parseArgs({
 const PODS = Number(values.pods ?? 1000);
 const POLICIES = Number(values.policies ?? 1000);
 const RUNS = Number(values.runs ?? 15);
-const NAMESPACES = 20;
-const APPS = 7;
-
-function input(): { policies: NetworkPolicy[]; pods: Pod[]; namespaces: Namespace[]; node: string } {
-  const namespaces: Namespace[] = Array.from({ length: NAMESPACES }, (_, i) => ({
-    name: `ns${i}`,
-    labels: { 'kubernetes.io/metadata.name': `ns${i}`, team: `t${i % 4}` },
-  }));
-  const pods: Pod[] = Array.from({ length: PODS }, (_, i) => ({
-    namespace: `ns${i % NAMESPACES}`,
-    name: `pod${i}`,
-    labels: { app: `app${i % APPS}`, role: i % 3 === 0 ? 'client' : 'server' },
-    ips:
-      i % 2 === 0
-        ? [`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`]
-        : [`10.0.${(i >> 8) & 255}.${i & 255}`, `fd00::${i.toString(16)}`],
-    ports: [{ name: 'http', containerPort: 8000 + (i % 7), protocol: 'TCP' }],
-    hostNetwork: false,
-    node: 'n1',
-  }));
-  const sel = (matchLabels: Record<string, string>) => ({ matchLabels, matchExpressions: [] });
-  const policies: NetworkPolicy[] = Array.from({ length: POLICIES }, (_, i) => ({
-    namespace: `ns${i % NAMESPACES}`,
-    name: `policy${i}`,
-    podSelector: sel({ app: `app${i % APPS}` }),
-    policyTypes: ['Ingress', 'Egress'],
-    ingress: [
-      {
-        peers: [{ kind: 'pods', podSelector: sel({ role: 'client' }), namespaceSelector: null }],
-        ports: [
-          { protocol: 'TCP', port: 80 },
-          { protocol: 'TCP', port: 'http' },
-        ],
-      },
-      {
-        peers: [
-          {
-            kind: 'pods',
-            podSelector: sel({ app: `app${(i + 1) % APPS}` }),
-            namespaceSelector: sel({ team: `t${i % 4}` }),
-          },
-        ],
-        ports: [{ protocol: 'UDP', port: 5000, endPort: 5100 }],
-      },
-    ],
-    egress: [
-      {
-        peers: [
-          { kind: 'ipBlock', ipBlock: { cidr: '10.0.0.0/16', except: [`10.0.${i % 256}.0/24`] } },
-          {
-            kind: 'pods',
-            podSelector: sel({ role: 'server' }),
-            namespaceSelector: sel({ team: `t${(i + 1) % 4}` }),
-          },
-        ],
-        ports: [{ protocol: 'TCP', port: 'http' }],
-      },
-    ],
-  }));
-  return { policies, pods, namespaces, node: 'n1' };
-}
-
 function time(fn: () => unknown): number {
   const t0 = process.hrtime.bigint();
   fn();
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
-const data = input();
+const data = policyInput(PODS, POLICIES);
 const text = JSON.stringify(data);
 let last = compilePolicies(data);
 for (let i = 0; i < 3; i++) {

@@ -1274,6 +1274,30 @@ const MUTATIONS = [
     tests: ['test/datapath/ovs/policy-model.test.js'],
     env: { PODWIRE_POLICY_MODEL_SEED: '219660732', PODWIRE_POLICY_MODEL_CASES: '40' },
   },
+  {
+    id: 'nft-policy-stale-address-overlap',
+    what: 'NetworkPolicy, Linux bridge: two pods with one address (a stale Pod object) both get elements; they overlap and the kernel refuses every apply',
+    edits: [['src/datapath/linux-bridge/policy-elements.js', 'if (claimed.has(claim))', 'if (false)']],
+    tests: ['test/datapath/nft-policy-backend-diff.test.js'],
+  },
+  {
+    id: 'nft-policy-share-never-renewed',
+    what: "NetworkPolicy, Linux bridge: a pod's share of the sets, once installed, is kept whatever its compiled policy becomes",
+    edits: [
+      [
+        'src/datapath/linux-bridge/nft-policy-backend.js',
+        'before?.signature === signature ? before',
+        'before !== undefined ? before',
+      ],
+    ],
+    tests: ['test/datapath/nft-policy-backend-diff.test.js'],
+  },
+  {
+    id: 'pod-signature-ignores-rules',
+    what: "NetworkPolicy: a pod's signature names its isolating policies but not its rules (a rule's new peers or ports leave the pod as it was)",
+    edits: [['src/policy/pod-signature.js', '[d.policies, d.rules.map(ruleHash)]', '[d.policies]']],
+    tests: ['test/datapath/nft-policy-backend-diff.test.js'],
+  },
 ];
 
 function build() {

@@ -5,20 +5,28 @@
  * NETLINK_NETFILTER batch, which the kernel commits as one transaction: a packet meets the old
  * elements or the new, never a mix. No process is spawned per change.
  *
+ * Each pod's share is remembered with its signature (policy/pod-signature.ts): an `apply` generates
+ * elements only for the pods whose signature changed, and the batch holds only their difference, so
+ * a change of one pod costs that pod, not the node (decision 53). Every element's key starts with its
+ * pod's address, so pods with distinct addresses have distinct elements; when two pods claim one
+ * address (a stale status), or a batch fails, the apply falls back to the whole difference (below).
+ *
  * What is installed is read back from the kernel at start (policy survives an agent restart and the
- * first `apply` diffs against it). Counters are the elements' own: each element is counted for one
+ * first `apply` diffs against it, as a whole). Counters are the elements' own: each element is counted for one
  * rule (the first that allows its cell), a pod's isolation element for its denied packets.
  */
 import { DatapathError } from '../../base/errors.js';
+import { parseIp } from '../../base/ip.js';
 import type { NfTables, SetElems } from '../../kernel/netlink/nf-tables.js';
 import { NflogSocket } from '../../kernel/netlink/nflog-socket.js';
 import type { SetElem } from '../../kernel/netlink/nft-set-elem.js';
 import type { NflogBind } from '../../kernel/netlink/nfulnl-message.js';
 import type { Nft } from '../../kernel/nft.js';
 import type { PodPolicy } from '../../policy/model.js';
+import { podPolicySignature } from '../../policy/pod-signature.js';
 import type { DeniedPacket, DeniedPacketLog, PolicyBackend, RuleCounters } from '../policy-backend.js';
 import { deniedPacket } from './denied-packet.js';
-import { type ElementOwner, policyElements } from './policy-elements.js';
+import { type CellCache, type ElementOwner, type PolicyElement, policyElements } from './policy-elements.js';
 import {
   ALL_POLICY_SETS,
   DENY_LOG_GROUP,
@@ -33,6 +41,32 @@ const hex = (b: Uint8Array | undefined) =>
   b ? Buffer.from(b.buffer, b.byteOffset, b.length).toString('hex') : '';
 const elemId = (e: SetElem) => `${hex(e.key)}-${hex(e.keyEnd)}`;
 
+/** One element of a pod's share: its set, id, what the kernel holds (key, key end) and whose it is. */
+interface PodElem {
+  set: string;
+  id: string;
+  elem: SetElem;
+  owner: ElementOwner;
+}
+
+/** What one pod has installed, and the signature of the `PodPolicy` it came from. */
+interface PodShare {
+  signature: string;
+  elems: PodElem[];
+}
+
+function shareOf(pod: PodPolicy, signature: string, cells: CellCache): PodShare {
+  return {
+    signature,
+    elems: policyElements([pod], cells).map((e) => ({
+      set: e.set,
+      id: elemId(e),
+      elem: strip(e),
+      owner: e.owner,
+    })),
+  };
+}
+
 export class NftPolicyBackend implements PolicyBackend {
   readonly #nft: Nft;
   readonly #nf: NfTables;
@@ -40,6 +74,11 @@ export class NftPolicyBackend implements PolicyBackend {
   #installed = new Map<string, Map<string, SetElem>>();
   /** Set -> element id -> the rule it counts for (known for what this backend applied). */
   #owners = new Map<string, Map<string, ElementOwner>>();
+  /**
+   * Pod -> its share, as installed by the last apply; undefined until an apply installed the whole
+   * (at start, what the kernel holds is not known per pod) and after one with a shared address.
+   */
+  #shares: Map<string, PodShare> | undefined;
 
   readonly #openNflog: (bind: NflogBind) => NflogSocket;
 
@@ -82,6 +121,7 @@ export class NftPolicyBackend implements PolicyBackend {
   async start(): Promise<void> {
     await this.#nft.apply(policyTableScript());
     this.#readInstalled();
+    this.#shares = undefined;
   }
 
   /** What the kernel's sets hold now. */
@@ -96,13 +136,78 @@ export class NftPolicyBackend implements PolicyBackend {
 
   async apply(pods: readonly PodPolicy[]): Promise<void> {
     if (this.#installed.size === 0) throw new DatapathError('policy: apply before start');
+    // Each pod's share: the one installed if its signature is unchanged, else generated now (which
+    // throws, before anything is changed, on what the kernel could not hold).
+    const next = new Map<string, PodShare>();
+    const cells: CellCache = new Map();
+    const addresses = new Set<string>();
+    let shared = false;
+    for (const pod of pods) {
+      const key = `${pod.namespace}/${pod.name}`;
+      const signature = podPolicySignature(pod);
+      const before = this.#shares?.get(key);
+      if (next.has(key)) shared = true;
+      for (const ip of pod.ips) {
+        const v = parseIp(ip);
+        const a = v ? `${v.family}/${v.value}` : ip;
+        if (addresses.has(a)) shared = true;
+        addresses.add(a);
+      }
+      next.set(key, before?.signature === signature ? before : shareOf(pod, signature, cells));
+    }
+    if (!shared && this.#shares !== undefined) {
+      try {
+        this.#changePods(next);
+        this.#shares = next;
+        return;
+      } catch {
+        // The kernel's sets are not what this backend believes: the whole difference, below.
+      }
+    }
+    this.#applyWhole(shared ? policyElements(pods, cells) : [...next.values()].flatMap((p) => p.elems));
+    this.#shares = shared ? undefined : next;
+  }
+
+  /** Removes the pods' elements that are gone or changed and adds the new: one batch, the difference only. */
+  #changePods(next: Map<string, PodShare>): void {
+    const remove: PodElem[] = [];
+    const add: PodElem[] = [];
+    const before = this.#shares ?? new Map<string, PodShare>();
+    for (const [key, old] of before) {
+      const now = next.get(key);
+      if (now === old) continue;
+      const keep = new Set(now?.elems.map((e) => `${e.set} ${e.id}`));
+      for (const e of old.elems) if (!keep.has(`${e.set} ${e.id}`)) remove.push(e);
+    }
+    for (const [key, now] of next) {
+      const old = before.get(key);
+      if (old === now) continue;
+      const had = new Set(old?.elems.map((e) => `${e.set} ${e.id}`));
+      for (const e of now.elems) if (!had.has(`${e.set} ${e.id}`)) add.push(e);
+    }
+    if (remove.length === 0 && add.length === 0) return;
+    const bySet = (list: PodElem[]): SetElems[] =>
+      ALL_POLICY_SETS.map((set) => ({ set, elems: list.filter((e) => e.set === set).map((e) => e.elem) }));
+    this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove: bySet(remove), add: bySet(add) });
+    for (const e of remove) {
+      this.#installed.get(e.set)?.delete(e.id);
+      this.#owners.get(e.set)?.delete(e.id);
+    }
+    for (const e of add) {
+      this.#installed.get(e.set)?.set(e.id, e.elem);
+      this.#owners.get(e.set)?.set(e.id, e.owner);
+    }
+  }
+
+  /** Every element wanted against every element installed (the first pod's where two share an address). */
+  #applyWhole(elements: ReadonlyArray<PolicyElement | PodElem>): void {
     const wanted = new Map<string, Map<string, SetElem>>(ALL_POLICY_SETS.map((s) => [s, new Map()]));
     const owners = new Map<string, Map<string, ElementOwner>>(ALL_POLICY_SETS.map((s) => [s, new Map()]));
-    for (const e of policyElements(pods)) {
-      const id = elemId(e);
+    for (const e of elements) {
+      const id = 'id' in e ? e.id : elemId(e);
       const set = wanted.get(e.set) as Map<string, SetElem>;
       if (set.has(id)) continue; // two pods with one address: the first one's
-      set.set(id, strip(e));
+      set.set(id, 'elem' in e ? e.elem : strip(e));
       owners.get(e.set)?.set(id, e.owner);
     }
     try {
@@ -114,6 +219,7 @@ export class NftPolicyBackend implements PolicyBackend {
       try {
         this.#change(wanted);
       } catch (again) {
+        this.#shares = undefined;
         throw new DatapathError(`policy: the nf_tables batch failed: ${String(again)}`, { cause: err });
       }
     }
@@ -156,6 +262,7 @@ export class NftPolicyBackend implements PolicyBackend {
     await this.#nft.apply(policyDropScript());
     this.#installed = new Map();
     this.#owners = new Map();
+    this.#shares = undefined;
   }
 }
 

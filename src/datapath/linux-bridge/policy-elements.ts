@@ -10,7 +10,14 @@
  * it. Adjacent cells of the same rule are merged.
  */
 import { DatapathError } from '../../base/errors.js';
-import { addressBits, type IpFamily, ipValueToBytes, parseIp, parsePrefix } from '../../base/ip.js';
+import {
+  addressBits,
+  type IpFamily,
+  type IpValue,
+  ipValueToBytes,
+  parseIp,
+  parsePrefix,
+} from '../../base/ip.js';
 import { concatBytes } from '../../kernel/netlink/codec.js';
 import { concatKey, type SetElem } from '../../kernel/netlink/nft-set-elem.js';
 import type { CompiledRule, PodPolicy, Protocol } from '../../policy/model.js';
@@ -160,24 +167,40 @@ interface Cell {
   owner: number;
 }
 
+/** Cells by direction rules and family: pods with the same rules share them (pass one to several calls). */
+export type CellCache = Map<string, Cell[]>;
+
 /**
  * Every element the table must hold for `pods`, in a stable order. Throws DatapathError, before
  * anything is changed, on an address, CIDR or port the kernel could not hold. Pods selected by the
  * same policies have the same rules: their cells are cut once.
  */
-export function policyElements(pods: readonly PodPolicy[]): PolicyElement[] {
+export function policyElements(
+  pods: readonly PodPolicy[],
+  cache: CellCache = new Map<string, Cell[]>(),
+): PolicyElement[] {
   const out: PolicyElement[] = [];
-  const cache = new Map<string, Cell[]>();
+  // Two pods with one address (a stale Pod object beside the pod that got its address again): the
+  // address is the first one's, all of it. Elements of both would overlap, and the kernel refuses a
+  // batch with overlapping intervals: every apply would fail while the stale object lasts.
+  const claimed = new Set<string>();
   for (const pod of pods) {
     const podId = `${pod.namespace}/${pod.name}`;
+    const own: IpValue[] = [];
+    for (const ipText of pod.ips) {
+      const ip = parseIp(ipText);
+      if (!ip)
+        throw new DatapathError(`policy: pod ${podId} has an invalid address ${JSON.stringify(ipText)}`);
+      const claim = `${ip.family}/${ip.value}`;
+      if (claimed.has(claim)) continue;
+      claimed.add(claim);
+      own.push(ip);
+    }
     for (const direction of ['ingress', 'egress'] as const) {
       const dp = pod[direction];
       if (dp === null) continue;
       const entries = JSON.stringify(dp.rules.map((r) => r.entries));
-      for (const ipText of pod.ips) {
-        const ip = parseIp(ipText);
-        if (!ip)
-          throw new DatapathError(`policy: pod ${podId} has an invalid address ${JSON.stringify(ipText)}`);
+      for (const ip of own) {
         const key = `${ip.family} ${entries}`;
         let cells = cache.get(key);
         if (!cells) {
