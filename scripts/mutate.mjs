@@ -1298,6 +1298,14 @@ const MUTATIONS = [
     edits: [['src/policy/pod-signature.js', '[d.policies, d.rules.map(ruleHash)]', '[d.policies]']],
     tests: ['test/datapath/nft-policy-backend-diff.test.js'],
   },
+  {
+    id: 'pod-cache-stale-address-kept',
+    what: "Pod cache: an object without an attachment here keeps an address this node's attachment holds now (a stale status: two pods claim one address)",
+    edits: [
+      ['src/cluster/kube-pod-cache.js', 'if (!cached.pod.ips.some((ip) => held.has(ip)))', 'if (true)'],
+    ],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
 ];
 
 function build() {

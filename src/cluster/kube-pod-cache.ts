@@ -140,7 +140,13 @@ export class PodCache {
   /** Every pod of the cluster (the watch's), with this node's pods not yet delivered among them. */
   pods(): Pod[] {
     const keys = new Set([...this.#pods.keys(), ...this.#local.keys()]);
-    return [...keys].map((k) => this.#view(k)).filter((p): p is Pod => p !== undefined);
+    const attached = this.#attachedAddresses();
+    return [...keys].map((k) => this.#view(k, attached)).filter((p): p is Pod => p !== undefined);
+  }
+
+  /** Every address an attachment of this node holds now. */
+  #attachedAddresses(): Set<string> {
+    return new Set([...this.#attachments.values()].flatMap((a) => a.ips));
   }
 
   /**
@@ -204,11 +210,22 @@ export class PodCache {
     if (set?.size === 0) this.#local.delete(key);
   }
 
-  /** The view of one pod: the watch's object, merged with this node's attachments of it. */
-  #view(key: string): Pod | undefined {
+  /**
+   * The view of one pod: the watch's object, merged with this node's attachments of it. An object
+   * without an attachment here does not keep an address that one of this node's attachments holds now:
+   * it is a stale status (a pod deleted, its object still terminating, its address already given to a
+   * new pod here), and the address on this node's wire is the attached pod's. Left in, both would
+   * claim it: two local pods with one address in the policy compiler, or a peer with the wrong labels.
+   */
+  #view(key: string, attached?: Set<string>): Pod | undefined {
     const cached = this.#pods.get(key);
     const local = this.#local.get(key);
-    if (!local || local.size === 0) return cached?.pod;
+    if (!local || local.size === 0) {
+      if (!cached || cached.pod.ips.length === 0 || this.#attachments.size === 0) return cached?.pod;
+      const held = attached ?? this.#attachedAddresses();
+      if (!cached.pod.ips.some((ip) => held.has(ip))) return cached.pod;
+      return { ...cached.pod, ips: cached.pod.ips.filter((ip) => !held.has(ip)) };
+    }
     const attachments = [...local];
     const ips = [...new Set(attachments.flatMap((a) => a.ips))];
     const uids = attachments.map((a) => a.uid).filter((u): u is string => u !== undefined);

@@ -204,6 +204,54 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
     }
   });
 
+  it("an object without an attachment here loses an address this node's attachment holds (a stale status)", async () => {
+    const client = adminClient(server);
+    const cache = new PodCache({ client, nodeName: 'node-a', log: () => undefined });
+    cache.start();
+    try {
+      await cache.waitSynced();
+      // The old pod was deleted here (DEL done), its object still terminating with its status.
+      await server.apply(podObject('alpha', 'stale', { app: 'old' }));
+      await setPodIPs(client, 'alpha', 'stale', ['10.1.0.20', 'fd00:1::20']);
+      await until(() => cache.pod('alpha', 'stale')?.ips.length === 2, 'stale status seen');
+      // IPAM gave 10.1.0.20 to a new pod, wired here before the old object went.
+      cache.attach({
+        containerId: 'sandbox-9',
+        ifname: 'eth0',
+        namespace: 'alpha',
+        name: 'fresh',
+        ips: ['10.1.0.20'],
+      });
+      assert.deepEqual(
+        cache.pod('alpha', 'stale')?.ips,
+        ['fd00:1::20'],
+        "the attached address is not the object's",
+      );
+      const holders = cache.pods().filter((p) => p.ips.includes('10.1.0.20'));
+      assert.deepEqual(
+        holders.map((p) => p.name),
+        ['fresh'],
+        'one pod holds the address in the whole view',
+      );
+      assert.deepEqual(
+        cache.watchedPods().find((p) => p.name === 'stale')?.ips,
+        ['10.1.0.20', 'fd00:1::20'],
+        'the watch as it is',
+      );
+      cache.detach('sandbox-9', 'eth0');
+      assert.deepEqual(
+        cache.pod('alpha', 'stale')?.ips,
+        ['10.1.0.20', 'fd00:1::20'],
+        'DEL: the status stands again',
+      );
+      await server.kubectlOk(['delete', '-n', 'alpha', 'pod', 'stale', '--grace-period=0', '--force']);
+      await until(() => cache.pod('alpha', 'stale') === undefined, 'deleted');
+    } finally {
+      await cache.stop();
+      client.close();
+    }
+  });
+
   it('410 by compaction under a cut-off watch: relisted, no event lost', async () => {
     for (const n of ['g1', 'g2', 'g3']) await server.apply(podObject('alpha', n, { n }));
     const gate = new Gate();
