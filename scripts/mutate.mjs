@@ -1306,6 +1306,18 @@ const MUTATIONS = [
     ],
     tests: ['test/kube/pod-cache.test.js'],
   },
+  {
+    id: 'ovs-policy-conj-first-pod-only',
+    what: "NetworkPolicy, OVS: a rule entry's shared conjunction takes only the first pod's address as clause 1 (the rule's other pods are denied what it allows)",
+    edits: [['src/datapath/ovs/policy-flows.js', 'if (!conj.members.has(match)) {', 'if (conj.members.size === 0) {']],
+    tests: ['test/datapath/ovs/policy-flows.test.js'],
+  },
+  {
+    id: 'ovs-policy-counting-flow-shared',
+    what: "NetworkPolicy, OVS: the flow after a shared conjunction matches conj_id alone (one flow for all the rule's pods: every pod's packets counted for the first)",
+    edits: [['src/datapath/ovs/policy-flows.js', '`conj_id=${conj.id},${match}`', '`conj_id=${conj.id}`']],
+    tests: ['test/datapath/ovs/policy-flows.test.js'],
+  },
 ];
 
 function build() {

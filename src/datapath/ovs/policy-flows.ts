@@ -14,14 +14,20 @@
  *  49  POLICY_COMMIT   committed in zone 65520 (from the gateway port with ct_mark 1, as table 46 did)
  *                      -> 50, so the connection's later packets and its replies pass as +est/+rpl
  *
- * One rule entry (`AllowEntry`) of one pod and direction is one conjunction: clause 1 the pod's own
- * address (source for egress, destination for ingress), clause 2 the peer CIDRs (left out for
- * `'any'`), clause 3 the ports, each range as masked tp_dst matches (left out for `'any'`). An entry
- * with neither is a plain flow on the pod's address. The flow that matches `conj_id` carries the
- * rule's cookie, so its counters are the rule's: packets that opened a connection the rule allowed
- * (the connection's later packets pass as +est and are not counted again). Flows of the same table,
- * priority and match are one flow with every conjunction action they carry, as OVS requires.
+ * One rule entry (`AllowEntry`) and direction is one conjunction, whatever the number of pods it
+ * applies to (the compiler shares a rule between the pods its policy selects): clause 1 the addresses
+ * of those pods (source for egress, destination for ingress), clause 2 the peer CIDRs (left out for
+ * `'any'`), clause 3 the ports, each range as masked tp_dst matches (left out for `'any'`). So a peer's
+ * flow carries one action per rule that names it, not one per pod and rule: per pod, 1000 pods and
+ * 1000 policies put up to 7 160 actions on one flow, over OpenFlow's 65 535-byte message (decision
+ * 53). After the conjunction, one flow per pod address matches `conj_id` and that address, with the
+ * cookie of that pod's entry, so its counters are the pod's and the rule's: packets that opened a
+ * connection the rule allowed (the connection's later packets pass as +est and are not counted
+ * again). An entry with neither peers nor ports is a plain flow on the pod's address. Flows of the
+ * same table, priority and match are one flow with every conjunction action they carry, as OVS
+ * requires.
  */
+import { createHash } from 'node:crypto';
 import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../policy/model.js';
 import { CT_MARK_FROM_GATEWAY, CT_ZONE, cookieText, TABLE } from './pipeline.js';
 import { portMasks, portMatch } from './policy-port-mask.js';
@@ -221,13 +227,14 @@ export function policyFlows(node: PolicyNode, pods: readonly PodPolicy[], ids: C
   const counters = new Map<bigint, CounterKey>();
   const used = new Set<string>();
   const seen = new Set<string>();
+  const conjunctions = new Map<string, Conjunction>();
   for (const p of pods) {
     const pod = `${p.namespace}/${p.name}`;
     if (seen.has(pod)) throw new TypeError(`pod ${pod} is given twice`);
     seen.add(pod);
     for (const dir of ['egress', 'ingress'] as const) {
       const d = p[dir];
-      if (d) podDirection(set, counters, used, ids, pod, p.ips, dir, d);
+      if (d) podDirection(set, conjunctions, counters, used, ids, pod, p.ips, dir, d);
     }
   }
   ids.retain(used);
@@ -257,8 +264,34 @@ export function isolatedPolicyFlows(
 /** The isolating "policy" of a pod on a replay before the policy backend's first apply. */
 export const UNTIL_APPLIED = '(policy not applied yet: isolated)';
 
+/** A rule entry's content by object (the compiler shares rule objects between pods): hashed once. */
+const entryHashes = new WeakMap<AllowEntry, string>();
+
+function entryHash(entry: AllowEntry): string {
+  let h = entryHashes.get(entry);
+  if (h === undefined) {
+    h = createHash('sha256').update(JSON.stringify(entry)).digest('base64');
+    entryHashes.set(entry, h);
+  }
+  return h;
+}
+
+/**
+ * One conjunction per rule entry, whatever the number of pods it applies to: the pods are its first
+ * clause (their addresses), the peers and ports the others. Keyed by content (rule id, entry, its
+ * hash, the pods' address families), so the conjunction keeps its id, and its flows, while it stays.
+ */
+interface Conjunction {
+  id: number;
+  /** Clause count: the pods, then the peers and the ports where they are not `any`. */
+  n: number;
+  /** The pods' addresses added so far (clause 1). */
+  members: Set<string>;
+}
+
 function podDirection(
   set: FlowSet,
+  conjunctions: Map<string, Conjunction>,
   counters: Map<bigint, CounterKey>,
   used: Set<string>,
   ids: ConjunctionIds,
@@ -277,33 +310,47 @@ function podDirection(
   const deny = POLICY_COOKIE | KIND_DENY | BigInt(ids.id(denyKey));
   counters.set(deny, { rule: `${pod}/${dir}/deny`, pod });
   for (const ip of ips) set.add(deny, table, PRIO.ISOLATED, addressMatch(ip, own), 'drop');
+  // A peer of a family the pod has not can never meet it; an empty list allows nothing: no flow.
+  const families = { v4: ips.some((ip) => !isV6(ip)), v6: ips.some(isV6) };
   for (const rule of d.rules) {
     rule.entries.forEach((entry: AllowEntry, i: number) => {
-      const key = `${pod}|${dir}|${rule.id}|${i}`;
       const peers = entry.peers === 'any' ? null : entry.peers;
       const ports = entry.ports === 'any' ? null : entry.ports;
-      // A peer of a family the pod has not can never meet it; an empty list allows nothing: no flow.
-      const families = { v4: ips.some((ip) => !isV6(ip)), v6: ips.some(isV6) };
       const reachable = peers?.filter((cidr) => (isV6(cidr) ? families.v6 : families.v4)) ?? null;
       if ((reachable && reachable.length === 0) || (ports && ports.length === 0)) return;
+      // What this pod's entry counts: its own cookie, on the flow that says the entry allowed it.
+      const key = `${pod}|${dir}|${rule.id}|${i}`;
       used.add(key);
-      const id = ids.id(key);
-      const cookie = POLICY_COOKIE | KIND_RULE | BigInt(id);
+      const cookie = POLICY_COOKIE | KIND_RULE | BigInt(ids.id(key));
       counters.set(cookie, { rule: rule.id, pod });
       const n = 1 + (peers ? 1 : 0) + (ports ? 1 : 0);
       if (n === 1) {
         for (const ip of ips) set.add(cookie, table, PRIO.ALLOW_ALL, addressMatch(ip, own), goto(next));
         return;
       }
-      set.add(cookie, table, PRIO.CONJ_ID, `conj_id=${id}`, goto(next));
-      for (const ip of ips) set.clause(table, addressMatch(ip, own), id, 1, n);
-      let k = 2;
-      if (reachable) {
-        for (const cidr of reachable) set.clause(table, addressMatch(cidr, peer), id, k, n);
-        k++;
+      const conjKey = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${entryHash(entry)}`;
+      let conj = conjunctions.get(conjKey);
+      if (!conj) {
+        used.add(conjKey);
+        conj = { id: ids.id(conjKey), n, members: new Set() };
+        conjunctions.set(conjKey, conj);
+        let k = 2;
+        if (reachable) {
+          for (const cidr of reachable) set.clause(table, addressMatch(cidr, peer), conj.id, k, n);
+          k++;
+        }
+        if (ports)
+          for (const r of ports)
+            for (const m of portMatches(r, families)) set.clause(table, m, conj.id, k, n);
       }
-      if (ports)
-        for (const r of ports) for (const m of portMatches(r, families)) set.clause(table, m, id, k, n);
+      for (const ip of ips) {
+        const match = addressMatch(ip, own);
+        if (!conj.members.has(match)) {
+          conj.members.add(match);
+          set.clause(table, match, conj.id, 1, conj.n);
+        }
+        set.add(cookie, table, PRIO.CONJ_ID, `conj_id=${conj.id},${match}`, goto(next));
+      }
     });
   }
 }

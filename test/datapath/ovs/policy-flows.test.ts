@@ -1,7 +1,8 @@
 /**
- * policy-flows.ts without a switch: shared clause matches become one flow with every conjunction,
- * an unchanged rule keeps its flows when another rule changes, ids of what is gone are reused, and
- * bad input throws. (What the flows do is policy.test.ts's, on a real bridge.)
+ * policy-flows.ts without a switch: one conjunction per rule entry whatever the number of pods (the
+ * pods its first clause, each counted on its own flow), shared clause matches one flow with every
+ * conjunction, an unchanged rule keeps its flows when another rule changes, ids of what is gone are
+ * reused, and bad input throws. (What the flows do is policy.test.ts's, on a real bridge.)
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -25,15 +26,37 @@ const pod = (name: string, ip: string, rules: CompiledRule[]): PodPolicy => ({
   egress: null,
 });
 
-test('two pods allowing the same port share one clause flow with both conjunctions', () => {
-  const { flows } = policyFlows(
+test('two pods with the same rule share its conjunction: one action on the peer and port flows, each pod counted apart', () => {
+  const { flows, counters } = policyFlows(
     NODE,
     [pod('a', '10.244.1.2', [web]), pod('b', '10.244.1.3', [web])],
     new ConjunctionIds(),
   );
   const port = flows.filter((f) => f.includes('tcp,tp_dst=80 '));
   assert.equal(port.length, 1, port.join('\n'));
-  assert.match(port[0] as string, /actions=conjunction\(\d+,3\/3\),conjunction\(\d+,3\/3\)$/);
+  const id = /actions=conjunction\((\d+),3\/3\)$/.exec(port[0] as string)?.[1];
+  assert.ok(id !== undefined, port[0]);
+  assert.ok(
+    flows.some((f) => f.includes('nw_src=10.0.0.0/8 ') && f.endsWith(`actions=conjunction(${id},2/3)`)),
+  );
+  for (const ip of ['10.244.1.2', '10.244.1.3']) {
+    assert.ok(
+      flows.some((f) => f.includes(`nw_dst=${ip} `) && f.endsWith(`actions=conjunction(${id},1/3)`)),
+      ip,
+    );
+  }
+  // Each pod's own flow after the conjunction, with its own cookie: the counters stay per pod.
+  const counted = flows.filter((f) => f.includes(`conj_id=${id},`));
+  assert.equal(counted.length, 2, counted.join('\n'));
+  const cookies = counted.map((f) => BigInt(/cookie=(0x[0-9a-f]+)/.exec(f)?.[1] ?? '0'));
+  assert.deepEqual(cookies.map((c) => counters.get(c)?.pod).sort(), ['ns/a', 'ns/b']);
+});
+
+test('a peer named by one rule for many pods carries one conjunction action, not one per pod', () => {
+  const pods = Array.from({ length: 50 }, (_, i) => pod(`p${i}`, `10.244.1.${i + 2}`, [web]));
+  const { flows } = policyFlows(NODE, pods, new ConjunctionIds());
+  const peer = flows.find((f) => f.includes('nw_src=10.0.0.0/8 '));
+  assert.equal((peer?.match(/conjunction\(/g) ?? []).length, 1, peer);
 });
 
 test("an unchanged rule keeps its flows when another rule changes; a gone rule's id is reused", () => {
@@ -45,10 +68,19 @@ test("an unchanged rule keeps its flows when another rule changes; a gone rule's
   const webFlows = (flows: string[]) => {
     const id = webId(flows);
     assert.ok(id !== undefined);
-    return flows.filter((f) => f.includes(`conj_id=${id} `) || f.includes(`conjunction(${id},`));
+    return flows.filter((f) => f.includes(`conj_id=${id},`) || f.includes(`conjunction(${id},`));
   };
   assert.equal(webFlows(first).length, 4, webFlows(first).join('\n'));
-  assert.deepEqual(webFlows(second), webFlows(first));
+  // The pod's address is clause 1 of both rules' conjunctions: that one flow's actions follow the
+  // other rule; the web rule's own flows (its counting flow among them) stay as they were.
+  const own = (flows: string[]) =>
+    webFlows(flows).filter((f) => !/priority=100,.*nw_dst=10\.244\.1\.2 actions=/.test(f));
+  assert.equal(own(first).length, 3);
+  assert.deepEqual(own(second), own(first));
+  assert.equal(webId(second), webId(first));
+  assert.ok(
+    webFlows(second).some((f) => f.includes(`nw_dst=10.244.1.2 actions=conjunction(${webId(first)},1/3)`)),
+  );
   const third = policyFlows(NODE, [pod('a', '10.244.1.2', [other(83)])], ids).flows;
   assert.ok(!third.some((f) => f.includes('10.0.0.0/8')));
 });
