@@ -1309,7 +1309,13 @@ const MUTATIONS = [
   {
     id: 'ovs-policy-conj-first-pod-only',
     what: "NetworkPolicy, OVS: a rule entry's shared conjunction takes only the first pod's address as clause 1 (the rule's other pods are denied what it allows)",
-    edits: [['src/datapath/ovs/policy-flows.js', 'if (!conj.members.has(match)) {', 'if (conj.members.size === 0) {']],
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        'if (!conj.members.has(match)) {',
+        'if (conj.members.size === 0) {',
+      ],
+    ],
     tests: ['test/datapath/ovs/policy-flows.test.js'],
   },
   {
