@@ -1321,7 +1321,14 @@ const MUTATIONS = [
   {
     id: 'ovs-policy-counting-flow-shared',
     what: "NetworkPolicy, OVS: the flow after a shared conjunction matches conj_id alone (one flow for all the rule's pods: every pod's packets counted for the first)",
-    edits: [['src/datapath/ovs/policy-flows.js', '`conj_id=${conj.id},${match}`', '`conj_id=${conj.id}`']],
+    // The placeholders are the compiled code's own, not this file's: written apart.
+    edits: [
+      [
+        'src/datapath/ovs/policy-flows.js',
+        '`conj_id=$' + '{conj.id},$' + '{match}`',
+        '`conj_id=$' + '{conj.id}`',
+      ],
+    ],
     tests: ['test/datapath/ovs/policy-flows.test.js'],
   },
 ];
