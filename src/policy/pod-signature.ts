@@ -12,16 +12,22 @@
 import { createHash } from 'node:crypto';
 import type { CompiledRule, DirectionPolicy, PodPolicy } from './model.js';
 
-const ruleHashes = new WeakMap<CompiledRule, string>();
+const hashes = new WeakMap<object, string>();
 
-function ruleHash(rule: CompiledRule): string {
-  let h = ruleHashes.get(rule);
+/**
+ * A compiled object's content (a rule, an entry) as a SHA-256 of its JSON, remembered per object:
+ * the compiler's output is read-only, so an object's hash stays right.
+ */
+export function contentHash(value: object): string {
+  let h = hashes.get(value);
   if (h === undefined) {
-    h = createHash('sha256').update(JSON.stringify(rule)).digest('base64');
-    ruleHashes.set(rule, h);
+    h = createHash('sha256').update(JSON.stringify(value)).digest('base64');
+    hashes.set(value, h);
   }
   return h;
 }
+
+const ruleHash = (rule: CompiledRule): string => contentHash(rule);
 
 function direction(d: DirectionPolicy | null): unknown {
   return d === null ? null : [d.policies, d.rules.map(ruleHash)];

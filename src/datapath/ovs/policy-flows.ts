@@ -27,8 +27,8 @@
  * same table, priority and match are one flow with every conjunction action they carry, as OVS
  * requires.
  */
-import { createHash } from 'node:crypto';
 import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../policy/model.js';
+import { contentHash } from '../../policy/pod-signature.js';
 import { CT_MARK_FROM_GATEWAY, CT_ZONE, cookieText, TABLE } from './pipeline.js';
 import { portMasks, portMatch } from './policy-port-mask.js';
 
@@ -264,18 +264,6 @@ export function isolatedPolicyFlows(
 /** The isolating "policy" of a pod on a replay before the policy backend's first apply. */
 export const UNTIL_APPLIED = '(policy not applied yet: isolated)';
 
-/** A rule entry's content by object (the compiler shares rule objects between pods): hashed once. */
-const entryHashes = new WeakMap<AllowEntry, string>();
-
-function entryHash(entry: AllowEntry): string {
-  let h = entryHashes.get(entry);
-  if (h === undefined) {
-    h = createHash('sha256').update(JSON.stringify(entry)).digest('base64');
-    entryHashes.set(entry, h);
-  }
-  return h;
-}
-
 /**
  * One conjunction per rule entry, whatever the number of pods it applies to: the pods are its first
  * clause (their addresses), the peers and ports the others. Keyed by content (rule id, entry, its
@@ -328,7 +316,7 @@ function podDirection(
         for (const ip of ips) set.add(cookie, table, PRIO.ALLOW_ALL, addressMatch(ip, own), goto(next));
         return;
       }
-      const conjKey = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${entryHash(entry)}`;
+      const conjKey = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${contentHash(entry)}`;
       let conj = conjunctions.get(conjKey);
       if (!conj) {
         used.add(conjKey);
