@@ -1331,6 +1331,36 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/ovs/policy-flows.test.js'],
   },
+  {
+    id: 'nft-policy-owners-stale',
+    what: "NetworkPolicy, Linux bridge: an element that stays when its pod's policy changes keeps the rule it counted for before (counters and metrics name a rule that is gone)",
+    edits: [
+      [
+        'src/datapath/linux-bridge/nft-policy-backend.js',
+        'this.#owners.get(e.set)?.set(e.id, e.owner);\n',
+        '\n',
+      ],
+    ],
+    tests: ['test/datapath/nft-policy-backend-diff.test.js'],
+  },
+  {
+    id: 'ovs-policy-conj-key-has-peers',
+    what: "NetworkPolicy, OVS: a rule's conjunction is keyed by its peers too (a pod joining its peers gives it a new id: its counting flows rewritten, counters back to 0)",
+    edits: [['src/datapath/ovs/policy-flows.js', "ports ? contentHash(ports) : 'any'", 'contentHash(entry)']],
+    tests: ['test/datapath/ovs/policy-flows.test.js'],
+  },
+  {
+    id: 'ovs-policy-conj-ignores-peers',
+    what: "NetworkPolicy, OVS: a pod whose peers differ under the same rule id joins the first pod's conjunction (and its peers)",
+    edits: [['src/datapath/ovs/policy-flows.js', 'first.peersKey === peersKey ? base', 'true ? base']],
+    tests: ['test/datapath/ovs/policy-flows.test.js'],
+  },
+  {
+    id: 'pod-cache-stale-holder-not-told',
+    what: "Pod cache: an ADD that takes an address from an unattached object's status changes that pod's view without telling its subscribers",
+    edits: [['src/cluster/kube-pod-cache.js', 'this.#emitHolders(a.ips, key);', '']],
+    tests: ['test/kube/pod-cache.test.js'],
+  },
 ];
 
 function build() {

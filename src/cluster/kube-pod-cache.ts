@@ -186,6 +186,7 @@ export class PodCache {
     }
     set.add(a);
     this.#emit({ kind: 'pod', key, pod: this.#view(key) });
+    this.#emitHolders(a.ips, key);
   }
 
   /** The local attachments known, as (containerId, ifname). */
@@ -201,6 +202,19 @@ export class PodCache {
     this.#unlink(a);
     const key = objectKey(a);
     this.#emit({ kind: 'pod', key, pod: this.#view(key) });
+    this.#emitHolders(a.ips, key);
+  }
+
+  /**
+   * The other pods whose view an attachment of `ips` changed (an unattached object with one of those
+   * addresses in its status: it loses or regains it), each told as a change of its own.
+   */
+  #emitHolders(ips: readonly string[], except: string): void {
+    for (const c of this.#pods.list()) {
+      const key = objectKey(c.pod);
+      if (key === except || this.#local.has(key) || !c.pod.ips.some((ip) => ips.includes(ip))) continue;
+      this.#emit({ kind: 'pod', key, pod: this.#view(key) });
+    }
   }
 
   #unlink(a: LocalAttachment): void {

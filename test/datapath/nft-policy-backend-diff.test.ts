@@ -186,6 +186,29 @@ describe('the Linux bridge policy backend, per pod', () => {
     await backend.apply([]);
   });
 
+  test("a rule renamed with the same cells: the elements stay, their counters are the new rule's", async () => {
+    const rule = (id: string): DirectionPolicy => ({
+      policies: [id.split('/').slice(0, 2).join('/')],
+      rules: [
+        { id, entries: [{ peers: ['10.71.0.0/24'], ports: [{ protocol: 'TCP', first: 80, last: 80 }] }] },
+      ],
+    });
+    const x = (ingress: DirectionPolicy): PodPolicy => ({
+      namespace: 'ns',
+      name: 'x',
+      ips: ['10.75.0.2'],
+      ingress,
+      egress: null,
+    });
+    await backend.apply([x(rule('ns/a/ingress/0'))]);
+    const before = kernelElements(nf as NfTables);
+    await backend.apply([x(rule('ns/b/ingress/0'))]);
+    assert.deepEqual(kernelElements(nf as NfTables), before, 'the same elements');
+    const rules = (await backend.counters()).map((c) => c.rule).sort();
+    assert.deepEqual(rules, ['ns/b/ingress/0', 'ns/x/ingress/deny']);
+    await backend.apply([]);
+  });
+
   test("one pod changed among many: the sets change by that pod's elements alone", async () => {
     const table = nf as NfTables;
     const peersOf = (n: number): AllowEntry => ({ peers: [`10.71.${n}.0/24`], ports: 'any' });

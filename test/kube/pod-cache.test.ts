@@ -207,6 +207,13 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
   it("an object without an attachment here loses an address this node's attachment holds (a stale status)", async () => {
     const client = adminClient(server);
     const cache = new PodCache({ client, nodeName: 'node-a', log: () => undefined });
+    const events: PodCacheEvent[] = [];
+    cache.subscribe((e) => events.push(e));
+    /** The last event about the stale pod: its addresses as told. */
+    const told = () => {
+      const e = events.filter((x) => x.kind === 'pod' && x.key === 'alpha/stale').at(-1);
+      return e?.kind === 'pod' ? e.pod?.ips : undefined;
+    };
     cache.start();
     try {
       await cache.waitSynced();
@@ -227,6 +234,7 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
         ['fd00:1::20'],
         "the attached address is not the object's",
       );
+      assert.deepEqual(told(), ['fd00:1::20'], 'told as a change of its own');
       const holders = cache.pods().filter((p) => p.ips.includes('10.1.0.20'));
       assert.deepEqual(
         holders.map((p) => p.name),
@@ -244,6 +252,7 @@ describe('pod cache: a real kube-apiserver', { timeout: 240_000 }, () => {
         ['10.1.0.20', 'fd00:1::20'],
         'DEL: the status stands again',
       );
+      assert.deepEqual(told(), ['10.1.0.20', 'fd00:1::20'], 'told again');
       await server.kubectlOk(['delete', '-n', 'alpha', 'pod', 'stale', '--grace-period=0', '--force']);
       await until(() => cache.pod('alpha', 'stale') === undefined, 'deleted');
     } finally {

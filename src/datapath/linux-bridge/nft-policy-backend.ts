@@ -185,17 +185,21 @@ export class NftPolicyBackend implements PolicyBackend {
       const had = new Set(old?.elems.map((e) => `${e.set} ${e.id}`));
       for (const e of now.elems) if (!had.has(`${e.set} ${e.id}`)) add.push(e);
     }
-    if (remove.length === 0 && add.length === 0) return;
-    const bySet = (list: PodElem[]): SetElems[] =>
-      ALL_POLICY_SETS.map((set) => ({ set, elems: list.filter((e) => e.set === set).map((e) => e.elem) }));
-    this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove: bySet(remove), add: bySet(add) });
+    if (remove.length > 0 || add.length > 0) {
+      const bySet = (list: PodElem[]): SetElems[] =>
+        ALL_POLICY_SETS.map((set) => ({ set, elems: list.filter((e) => e.set === set).map((e) => e.elem) }));
+      this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove: bySet(remove), add: bySet(add) });
+    }
     for (const e of remove) {
       this.#installed.get(e.set)?.delete(e.id);
       this.#owners.get(e.set)?.delete(e.id);
     }
-    for (const e of add) {
-      this.#installed.get(e.set)?.set(e.id, e.elem);
-      this.#owners.get(e.set)?.set(e.id, e.owner);
+    for (const e of add) this.#installed.get(e.set)?.set(e.id, e.elem);
+    // Whose each element is, for every pod that changed: an element that stayed may count for another
+    // rule now (a policy renamed, or another one sorted first with the same cells).
+    for (const [key, now] of next) {
+      if (before.get(key) === now) continue;
+      for (const e of now.elems) this.#owners.get(e.set)?.set(e.id, e.owner);
     }
   }
 

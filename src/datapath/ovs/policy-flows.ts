@@ -266,13 +266,16 @@ export const UNTIL_APPLIED = '(policy not applied yet: isolated)';
 
 /**
  * One conjunction per rule entry, whatever the number of pods it applies to: the pods are its first
- * clause (their addresses), the peers and ports the others. Keyed by content (rule id, entry, its
- * hash, the pods' address families), so the conjunction keeps its id, and its flows, while it stays.
+ * clause (their addresses), the peers and ports the others. Keyed by direction, the pods' address
+ * families, rule id, entry index and its ports (below), so the conjunction keeps its id, and its
+ * counting flows, while it stays.
  */
 interface Conjunction {
   id: number;
   /** Clause count: the pods, then the peers and the ports where they are not `any`. */
   n: number;
+  /** The peers' content (a hash), to tell a pod whose peers differ under the same rule. */
+  peersKey: string;
   /** The pods' addresses added so far (clause 1). */
   members: Set<string>;
 }
@@ -316,11 +319,18 @@ function podDirection(
         for (const ip of ips) set.add(cookie, table, PRIO.ALLOW_ALL, addressMatch(ip, own), goto(next));
         return;
       }
-      const conjKey = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${contentHash(entry)}`;
+      // Keyed without the peers: the compiler gives every pod the same peers for a rule (only an
+      // ingress rule's named ports are resolved per pod), so a rule keeps its id, its counting flows
+      // and their counters while pods come and go among its peers. Should two pods still differ in
+      // peers, the later one's conjunction is keyed by them as well.
+      const base = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${ports ? contentHash(ports) : 'any'}`;
+      const peersKey = peers ? contentHash(peers) : 'any';
+      const first = conjunctions.get(base);
+      const conjKey = first === undefined || first.peersKey === peersKey ? base : `${base}|${peersKey}`;
       let conj = conjunctions.get(conjKey);
       if (!conj) {
         used.add(conjKey);
-        conj = { id: ids.id(conjKey), n, members: new Set() };
+        conj = { id: ids.id(conjKey), n, peersKey, members: new Set() };
         conjunctions.set(conjKey, conj);
         let k = 2;
         if (reachable) {

@@ -83,6 +83,52 @@ test("an unchanged rule keeps its flows when another rule changes; a gone rule's
   );
   const third = policyFlows(NODE, [pod('a', '10.244.1.2', [other(83)])], ids).flows;
   assert.ok(!third.some((f) => f.includes('10.0.0.0/8')));
+  // The web rule's id was freed by the third apply: the next new conjunction takes a freed id.
+  const conjIds = (flows: string[]) =>
+    new Set(flows.flatMap((f) => [...f.matchAll(/conjunction\((\d+),/g)].map((m) => m[1])));
+  const fourth = policyFlows(NODE, [pod('a', '10.244.1.2', [other(84)])], ids).flows;
+  const fresh = [...conjIds(fourth)].filter((id) => !conjIds(third).has(id));
+  assert.equal(fresh.length, 1);
+  assert.ok(
+    conjIds(first).has(fresh[0] as string) || conjIds(second).has(fresh[0] as string),
+    `id ${fresh[0]} reused`,
+  );
+});
+
+test("a rule's peers change (a pod joins or leaves them): its conjunction keeps its id and each pod's counting flow", () => {
+  const ids = new ConjunctionIds();
+  const withPeers = (peers: string[]): CompiledRule => ({
+    id: 'ns/p/ingress/0',
+    entries: [{ peers, ports: [{ protocol: 'TCP', first: 80, last: 80 }] }],
+  });
+  const counting = (flows: string[]) => flows.filter((f) => f.includes('conj_id=')).sort();
+  const before = policyFlows(NODE, [pod('a', '10.244.1.2', [withPeers(['10.9.0.1/32'])])], ids).flows;
+  const after = policyFlows(
+    NODE,
+    [pod('a', '10.244.1.2', [withPeers(['10.9.0.1/32', '10.9.0.2/32'])])],
+    ids,
+  ).flows;
+  assert.equal(counting(before).length, 1);
+  assert.deepEqual(counting(after), counting(before));
+  const id = /conj_id=(\d+),/.exec(counting(before)[0] as string)?.[1];
+  assert.ok(after.some((f) => f.includes('nw_src=10.9.0.2 ') && f.endsWith(`conjunction(${id},2/3)`)));
+});
+
+test('two pods with one rule id but different peers (not what the compiler gives) get a conjunction each', () => {
+  const a: CompiledRule = { id: 'ns/p/ingress/0', entries: [{ peers: ['10.9.0.1/32'], ports: 'any' }] };
+  const b: CompiledRule = { id: 'ns/p/ingress/0', entries: [{ peers: ['10.9.0.2/32'], ports: 'any' }] };
+  const { flows } = policyFlows(
+    NODE,
+    [pod('a', '10.244.1.2', [a]), pod('b', '10.244.1.3', [b])],
+    new ConjunctionIds(),
+  );
+  const conjOf = (match: string) =>
+    /conjunction\((\d+),/.exec(
+      flows.find((f) => f.includes(`${match} `) && f.includes('conjunction(')) ?? '',
+    )?.[1];
+  assert.notEqual(conjOf('nw_src=10.9.0.1'), conjOf('nw_src=10.9.0.2'));
+  assert.equal(conjOf('nw_src=10.9.0.1'), conjOf('nw_dst=10.244.1.2'));
+  assert.equal(conjOf('nw_src=10.9.0.2'), conjOf('nw_dst=10.244.1.3'));
 });
 
 test('a pod given twice throws before anything is built', () => {
