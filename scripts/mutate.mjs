@@ -1338,7 +1338,7 @@ const MUTATIONS = [
       [
         'src/datapath/linux-bridge/nft-policy-backend.js',
         'this.#owners.get(e.set)?.set(e.id, e.owner);\n',
-        '\n',
+        ';\n',
       ],
     ],
     tests: ['test/datapath/nft-policy-backend-diff.test.js'],
@@ -1358,7 +1358,13 @@ const MUTATIONS = [
   {
     id: 'pod-cache-stale-holder-not-told',
     what: "Pod cache: an ADD that takes an address from an unattached object's status changes that pod's view without telling its subscribers",
-    edits: [['src/cluster/kube-pod-cache.js', 'this.#emitHolders(a.ips, key);', '']],
+    edits: [
+      [
+        'src/cluster/kube-pod-cache.js',
+        "set.add(a);\n        this.#emit({ kind: 'pod', key, pod: this.#view(key) });\n        this.#emitHolders(a.ips, key);",
+        "set.add(a);\n        this.#emit({ kind: 'pod', key, pod: this.#view(key) });",
+      ],
+    ],
     tests: ['test/kube/pod-cache.test.js'],
   },
 ];
