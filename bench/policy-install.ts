@@ -59,23 +59,34 @@ interface Bed {
 
 async function linuxBridgeBed(): Promise<Bed> {
   const namespaces = new NamespaceSet();
-  const ns = await namespaces.add('policy-bench');
-  const home = NetnsHandle.current();
-  const node = NetnsHandle.open(netnsPath(ns));
-  const nf = inNetns(node, home, () => NfTables.open());
-  const backend = new NftPolicyBackend(nftIn(ns), nf);
-  await backend.start();
-  return {
-    backend,
-    size: (compiled) => policyElements(compiled).length,
-    close: async () => {
-      await backend.remove().catch(() => undefined);
-      nf.close();
-      node.close();
-      home.close();
-      await namespaces.cleanup();
-    },
+  // What is open so far, closed in reverse on every way out (a failed start included).
+  const opened: Array<{ close(): void }> = [];
+  const release = async () => {
+    for (const h of opened.reverse()) h.close();
+    await namespaces.cleanup();
   };
+  try {
+    const ns = await namespaces.add('policy-bench');
+    const home = NetnsHandle.current();
+    opened.push(home);
+    const node = NetnsHandle.open(netnsPath(ns));
+    opened.push(node);
+    const nf = inNetns(node, home, () => NfTables.open());
+    opened.push(nf);
+    const backend = new NftPolicyBackend(nftIn(ns), nf);
+    await backend.start();
+    return {
+      backend,
+      size: (compiled) => policyElements(compiled).length,
+      close: async () => {
+        await backend.remove().catch(() => undefined);
+        await release();
+      },
+    };
+  } catch (err) {
+    await release();
+    throw err;
+  }
 }
 
 async function ovsBed(): Promise<Bed> {

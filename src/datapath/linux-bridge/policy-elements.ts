@@ -47,8 +47,7 @@ const compareBig = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Every span's start and end + 1, sorted, each once: the points where ownership may change. */
 function cutPoints(spans: readonly { lo: bigint; hi: bigint }[]): bigint[] {
-  const cuts = [...new Set(spans.flatMap((s) => [s.lo, s.hi + 1n]))].sort(compareBig);
-  return cuts;
+  return [...new Set(spans.flatMap((s) => [s.lo, s.hi + 1n]))].sort(compareBig);
 }
 
 /**
