@@ -72,3 +72,11 @@ export function policyInput(podCount: number, policyCount: number): CompileInput
   }));
   return { policies, pods, namespaces, node: 'n1' };
 }
+
+/** `input` with pod `index`'s app label set to `app`: a new array and a new pod, as a watch event gives. */
+export function relabel(input: CompileInput, index: number, app: string): CompileInput {
+  const pods = [...input.pods];
+  const pod = pods[index] as Pod;
+  pods[index] = { ...pod, labels: { ...(pod.labels ?? {}), app } };
+  return { ...input, pods };
+}

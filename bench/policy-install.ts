@@ -2,8 +2,8 @@
  * NetworkPolicy at issue 28's scale on each datapath's policy backend (decisions 45, 46): the world of
  * bench/policy-input.ts (by default 1000 pods on the node and 1000 policies) compiled and installed
  * from nothing, then one pod's label changed and changed back, `--changes` times, each compiled and
- * applied as the agent's policy controller does (a full compile, then `apply`, which installs the
- * difference). Figures: milliseconds per step (compile, apply) and what the datapath holds (nftables
+ * applied as the agent's policy controller does (its incremental compiler, then `apply`, which
+ * installs the difference). Figures: milliseconds per step (compile, apply) and what the datapath holds (nftables
  * elements; OpenFlow flows), beside the issue's budgets in the same output as ratios: a full compile
  * and install within 1 s, one change within 50 ms.
  *
@@ -29,9 +29,10 @@ import type { PolicyBackend } from '../src/datapath/policy-backend.js';
 import { NfTables } from '../src/kernel/netlink/nf-tables.js';
 import { inNetns, NetnsHandle } from '../src/kernel/netns.js';
 import { nftIn } from '../src/kernel/nft.js';
-import { type CompileInput, compilePolicies } from '../src/policy/compile.js';
+import type { CompileInput, compilePolicies } from '../src/policy/compile.js';
+import { IncrementalCompiler } from '../src/policy/incremental-compile.js';
 import type { Pod } from '../src/policy/model.js';
-import { policyInput } from './policy-input.js';
+import { policyInput, relabel } from './policy-input.js';
 import { ratio, type Stats, summarize } from './stats.js';
 
 const { values } = parseArgs({
@@ -125,29 +126,23 @@ function elapsed(t0: bigint): number {
 /** Compile then apply, as the policy controller's loop does; the two steps' milliseconds. */
 async function step(
   bed: Bed,
+  compiler: IncrementalCompiler,
   input: CompileInput,
 ): Promise<{ compile: number; apply: number; compiled: ReturnType<typeof compilePolicies> }> {
   const t0 = process.hrtime.bigint();
-  const compiled = compilePolicies(input);
+  const compiled = compiler.compile(input);
   const compile = elapsed(t0);
   const t1 = process.hrtime.bigint();
   await bed.backend.apply(compiled);
   return { compile, apply: elapsed(t1), compiled };
 }
 
-/** `input` with pod `index`'s app label set to `app`: a new array and a new pod, as a watch event gives. */
-function relabel(input: CompileInput, index: number, app: string): CompileInput {
-  const pods = [...input.pods];
-  const pod = pods[index] as Pod;
-  pods[index] = { ...pod, labels: { ...(pod.labels ?? {}), app } };
-  return { ...input, pods };
-}
-
 async function measure(datapath: string): Promise<object> {
   const bed = datapath === 'ovs' ? await ovsBed() : await linuxBridgeBed();
   try {
     const world = policyInput(PODS, POLICIES);
-    const full = await step(bed, world);
+    const compiler = new IncrementalCompiler();
+    const full = await step(bed, compiler, world);
     const size = bed.size(full.compiled);
     const compile: number[] = [];
     const apply: number[] = [];
@@ -157,7 +152,7 @@ async function measure(datapath: string): Promise<object> {
       // Pod 0 moves to another app and back: each change re-selects its policies and peers.
       const original = (world.pods[0] as Pod).labels?.app ?? 'app0';
       input = relabel(input, 0, i % 2 === 0 ? `${original}-moved` : original);
-      const s = await step(bed, input);
+      const s = await step(bed, compiler, input);
       compile.push(s.compile);
       if (process.env.PODWIRE_BENCH_TRACE)
         console.error(`change ${i}: compile ${s.compile.toFixed(1)} ms, apply ${s.apply.toFixed(1)} ms`);

@@ -130,7 +130,18 @@ function uniqueSorted(ranks: number[]): number[] {
   return ranks;
 }
 
-class Compiler {
+/**
+ * Compiled rules carried from an earlier run (incremental-compile.ts): rules that the changes since
+ * cannot have touched. Keys as the compiler's caches have them.
+ */
+export interface CompiledRules {
+  /** Egress rules by id. */
+  egress: Map<string, CompiledRule>;
+  /** Ingress rules by `ID\0RESOLUTION` (the local pod's meaning of the rule's named ports). */
+  ingress: Map<string, CompiledRule>;
+}
+
+export class Compiler {
   readonly #nsLabels = new Map<string, Record<string, string>>();
   readonly #index: AddressIndex = { family: [], value: [], cidr: [], owner: [] };
   readonly #peerPods: PeerPod[] = [];
@@ -139,13 +150,17 @@ class Compiler {
   readonly #nsMatches = new Map<string, string[]>();
   readonly #podMatches = new Map<string, PeerPod[]>();
   readonly #peers = new Map<string, Peers>();
-  readonly #egressRules = new Map<string, CompiledRule>();
+  readonly #egressRules: Map<string, CompiledRule>;
   /** Per list of named ports (by key), each pod's resolution and its key. */
   readonly #resolved = new Map<string, Map<Pod, { key: string; ranges: PortRange[] }>>();
   /** Per ingress rule and resolution of its named ports on the local pod: the compiled rule, shared. */
-  readonly #ingressRules = new Map<string, CompiledRule>();
+  readonly #ingressRules: Map<string, CompiledRule>;
+  /** Addresses (canonical text) that two or more peer pods claim. */
+  readonly duplicates = new Set<string>();
 
-  constructor(input: CompileInput) {
+  constructor(input: CompileInput, reuse?: CompiledRules) {
+    this.#egressRules = reuse?.egress ?? new Map();
+    this.#ingressRules = reuse?.ingress ?? new Map();
     for (const ns of input.namespaces) this.#nsLabels.set(ns.name, ns.labels);
     const addrs: Array<{ family: IpFamily; value: bigint; text: string; owner: PeerPod }> = [];
     for (const pod of input.pods) {
@@ -177,6 +192,7 @@ class Compiler {
       const last = this.#index.value.length - 1;
       if (last >= 0 && this.#index.family[last] === a.family && this.#index.value[last] === a.value) {
         a.owner.ranks.push(last);
+        this.duplicates.add(formatIp(a.family, a.value));
         continue;
       }
       a.owner.ranks.push(this.#index.value.length);
@@ -403,18 +419,26 @@ class Compiler {
     return { policies: selecting.map((p) => `${p.namespace}/${p.name}`), rules };
   }
 
-  compile(pods: readonly Pod[], node: string): PodPolicy[] {
-    const local = pods
-      .filter((p) => p.node === node && !p.hostNetwork && p.ips.length > 0)
-      .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.name, b.name));
-    return local.map((pod) => {
-      const [ingress, egress] = DIRECTIONS.map((d) => this.#direction(pod, d)) as [
-        DirectionPolicy | null,
-        DirectionPolicy | null,
-      ];
-      return { namespace: pod.namespace, name: pod.name, ips: [...pod.ips], ingress, egress };
-    });
+  /** What one local pod may receive and send. */
+  compilePod(pod: Pod): PodPolicy {
+    const [ingress, egress] = DIRECTIONS.map((d) => this.#direction(pod, d)) as [
+      DirectionPolicy | null,
+      DirectionPolicy | null,
+    ];
+    return { namespace: pod.namespace, name: pod.name, ips: [...pod.ips], ingress, egress };
   }
+
+  /** The rules compiled so far, for a later run to carry what it may. */
+  rules(): CompiledRules {
+    return { egress: this.#egressRules, ingress: this.#ingressRules };
+  }
+}
+
+/** The pods of `node` that policy applies to (not hostNetwork, with addresses), by namespace and name. */
+export function localPods(pods: readonly Pod[], node: string): Pod[] {
+  return pods
+    .filter((p) => p.node === node && !p.hostNetwork && p.ips.length > 0)
+    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.name, b.name));
 }
 
 /**
@@ -422,5 +446,6 @@ class Compiler {
  * pods (a rule compiled once is every pod's): treat them as read-only.
  */
 export function compilePolicies(input: CompileInput): PodPolicy[] {
-  return new Compiler(input).compile(input.pods, input.node);
+  const compiler = new Compiler(input);
+  return localPods(input.pods, input.node).map((pod) => compiler.compilePod(pod));
 }

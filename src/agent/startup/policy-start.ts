@@ -6,7 +6,7 @@
  */
 import type { ClusterStore } from '../../cluster/store.js';
 import type { Datapath } from '../../datapath/datapath.js';
-import { compilePolicies } from '../../policy/compile.js';
+import { IncrementalCompiler } from '../../policy/incremental-compile.js';
 import type { Logger } from '../log.js';
 import { DenyLogger } from '../policy/deny-logger.js';
 import { KubePolicySource } from '../policy/kube-policy-source.js';
@@ -29,11 +29,13 @@ export async function startPolicy(
     return undefined;
   }
   const backend = datapath.policyBackend();
+  // Each apply compiles what changed since the last (decision 54); the output is the whole compiler's.
+  const compiler = new IncrementalCompiler();
   const controller = new PolicyController({
     node: opts.node,
     source: new KubePolicySource(store.podCache, store.policyCache),
     backend,
-    compile: compilePolicies,
+    compile: (input) => compiler.compile(input),
     log,
     stateDir: opts.stateDir,
   });
