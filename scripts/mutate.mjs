@@ -1367,6 +1367,52 @@ const MUTATIONS = [
     ],
     tests: ['test/kube/pod-cache.test.js'],
   },
+  {
+    id: 'incremental-namespace-change-ignored',
+    what: 'Incremental policy compile: a namespace whose labels changed touches no rule with a namespaceSelector',
+    edits: [
+      ['src/policy/incremental-compile.js', 'if (nsSelector !== null && namespacesChanged)', 'if (false)'],
+    ],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
+  {
+    id: 'incremental-block-named-ignored',
+    what: 'Incremental policy compile: a pod that moved into an ipBlock does not touch the egress rules with named ports towards it',
+    edits: [
+      [
+        'src/policy/incremental-compile.js',
+        'addressing.some((p) => p.ips.some((ip) => inBlock(peer.ipBlock, ip)))',
+        'false',
+      ],
+    ],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
+  {
+    id: 'incremental-peerness-ignored',
+    what: 'Incremental policy compile: a pod that stops being a peer (same addresses and ports) is not an addressing change',
+    edits: [['src/policy/incremental-compile.js', 'isPeer(before) !== isPeer(after) ||', '']],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
+  {
+    id: 'incremental-policy-namespace-kept',
+    what: "Incremental policy compile: a pod whose namespace's policies changed keeps its previous output",
+    edits: [['src/policy/incremental-compile.js', '!policyNamespaces.has(pod.namespace) &&', '']],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
+  {
+    id: 'incremental-shared-address-kept',
+    what: 'Incremental policy compile: a changed pod that shares an address with another does not fall back to a whole compile',
+    edits: [['src/policy/incremental-compile.js', 'if (versions.some(shared))', 'if (false)']],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
+  {
+    id: 'incremental-selector-ignored',
+    what: 'Incremental policy compile: a changed pod touches no rule whose pod selector matches it',
+    edits: [
+      ['src/policy/incremental-compile.js', 'if (selectorMatches(peer.podSelector, v.labels))', 'if (false)'],
+    ],
+    tests: ['test/policy/incremental-compile.test.js'],
+  },
 ];
 
 function build() {
