@@ -3,9 +3,11 @@
  * bench/policy-input.ts (by default 1000 pods on the node and 1000 policies) compiled and installed
  * from nothing, then one pod's label changed and changed back, `--changes` times, each compiled and
  * applied as the agent's policy controller does (its incremental compiler, then `apply`, which
- * installs the difference). Figures: milliseconds per step (compile, apply) and what the datapath holds (nftables
- * elements; OpenFlow flows), beside the issue's budgets in the same output as ratios: a full compile
- * and install within 1 s, one change within 50 ms.
+ * installs the difference). Figures: milliseconds per step (compile, apply) and what the datapath
+ * holds (nftables elements; OpenFlow flows), beside the issue's budgets in the same output as ratios:
+ * a full compile and install within 1 s, one change within 50 ms. On OVS every other pair of changes
+ * is applied after a read of the switch (as after a replay; before decision 54 every apply read it),
+ * the reference for the apply's ratio.
  *
  * Each datapath in a throwaway namespace: the Linux bridge's policy table in an empty node namespace
  * (the elements do not need the pods to exist); OVS's flows on a private ovs-vswitchd (userspace
@@ -53,6 +55,8 @@ const CHANGE_BUDGET_MS = 50;
 
 interface Bed {
   backend: PolicyBackend;
+  /** Makes the next apply read the datapath and diff against it (OVS: as after a replay). */
+  forceRead?: () => void;
   /** What the datapath holds for `compiled`: nftables elements or OpenFlow flows. */
   size: (compiled: ReturnType<typeof compilePolicies>) => number;
   close: () => Promise<void>;
@@ -106,6 +110,7 @@ async function ovsBed(): Promise<Bed> {
     await backend.start();
     return {
       backend,
+      forceRead: () => backend.flowsInForce(),
       size: (compiled) => policyFlows(policyNode, compiled, new ConjunctionIds()).flows.length,
       close: async () => {
         await backend.remove().catch(() => undefined);
@@ -147,11 +152,20 @@ async function measure(datapath: string): Promise<object> {
     const compile: number[] = [];
     const apply: number[] = [];
     const total: number[] = [];
+    /** OVS: the same changes applied after a read of the switch (the reference: every apply did that before decision 54). */
+    const readApply: number[] = [];
     let input = world;
-    for (let i = 0; i < CHANGES; i++) {
+    for (let i = 0; i < CHANGES * (bed.forceRead ? 2 : 1); i++) {
       // Pod 0 moves to another app and back: each change re-selects its policies and peers.
       const original = (world.pods[0] as Pod).labels?.app ?? 'app0';
       input = relabel(input, 0, i % 2 === 0 ? `${original}-moved` : original);
+      // Every other pair of changes on OVS: the reference, alternating so both see the same machine.
+      if (bed.forceRead && i % 4 >= 2) {
+        bed.forceRead();
+        const s = await step(bed, compiler, input);
+        readApply.push(s.apply);
+        continue;
+      }
       const s = await step(bed, compiler, input);
       compile.push(s.compile);
       if (process.env.PODWIRE_BENCH_TRACE)
@@ -172,6 +186,12 @@ async function measure(datapath: string): Promise<object> {
         median: ratio(change.median, CHANGE_BUDGET_MS),
         p99: ratio(change.p99, CHANGE_BUDGET_MS),
       },
+      ...(readApply.length === 0
+        ? {}
+        : {
+            applyAfterReadMs: summarize(readApply),
+            applyRatioToAfterRead: ratio(summarize(apply).median, summarize(readApply).median),
+          }),
     };
   } finally {
     await bed.close();

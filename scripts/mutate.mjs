@@ -1413,6 +1413,42 @@ const MUTATIONS = [
     ],
     tests: ['test/policy/incremental-compile.test.js'],
   },
+  {
+    id: 'ovs-policy-replay-keeps-memory',
+    what: 'OVS policy: after a replay of the whole table the next apply still diffs against its memory, not the switch',
+    edits: [
+      [
+        'src/datapath/ovs/policy-ovs-backend.js',
+        '    flowsInForce() {\n        // The caller replaces the whole table: what it holds next is read again, not assumed.\n        this.#held = undefined;',
+        '    flowsInForce() {',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-recheck-never-due',
+    what: "OVS policy: the switch's policy flows are never read again once the backend has installed them",
+    edits: [
+      [
+        'src/datapath/ovs/policy-ovs-backend.js',
+        'if (held === undefined || now - this.#readAt >= this.#recheckMs) {',
+        'if (held === undefined) {',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
+  {
+    id: 'ovs-policy-always-dumps',
+    what: 'OVS policy: every apply dumps the switch (the seconds per change at 1000 x 1000 come back)',
+    edits: [
+      [
+        'src/datapath/ovs/policy-ovs-backend.js',
+        'if (held === undefined || now - this.#readAt >= this.#recheckMs) {',
+        'if (true) {',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy.test.js'],
+  },
 ];
 
 function build() {

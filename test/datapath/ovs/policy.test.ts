@@ -16,6 +16,7 @@ import { OVS_DATAPATH } from '../../../bed/ovs.js';
 import { addressBits, formatIp, parsePrefixOrThrow } from '../../../src/base/ip.js';
 import { FlowTable } from '../../../src/datapath/ovs/openflow/flow-table.js';
 import { defaultOpenflowTarget } from '../../../src/datapath/ovs/ovs-datapath.js';
+import { POLICY_COOKIE, POLICY_COOKIE_MASK, POLICY_TABLE } from '../../../src/datapath/ovs/policy-flows.js';
 import { OvsPolicyBackend } from '../../../src/datapath/ovs/policy-ovs-backend.js';
 import { unixctl } from '../../../src/datapath/ovs/unixctl.js';
 import type { AllowEntry, DirectionPolicy, PodPolicy, PortRange } from '../../../src/policy/model.js';
@@ -67,6 +68,7 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
   const node = new TestNode({ datapath: 'ovs', podCIDRs: [V4_CIDR, V6_CIDR] });
   let flows: FlowTable;
   let backend: OvsPolicyBackend;
+  let makeBackend: (recheckMs?: number) => OvsPolicyBackend;
   let a: Pod;
   let b: Pod;
   let c: Pod;
@@ -94,17 +96,20 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
     const ofport = Number((await ovs.vsctl('get', 'Interface', 'podwire-gw0', 'ofport')).trim());
     flows = new FlowTable(defaultOpenflowTarget(ovs.ovsdb, node.options.bridge));
     await flows.waitUp(5000);
-    backend = new OvsPolicyBackend(
-      flows,
-      { gatewayOfport: ofport, nodeIps: [GW4, GW6] },
-      {
-        flushCache: async () => {
-          flush.count++;
-          if (flush.fail) throw new Error('control socket away');
-          await unixctl(join(ovs.dir, 'ovs-vswitchd.ctl'), 'revalidator/purge');
+    makeBackend = (recheckMs) =>
+      new OvsPolicyBackend(
+        flows,
+        { gatewayOfport: ofport, nodeIps: [GW4, GW6] },
+        {
+          flushCache: async () => {
+            flush.count++;
+            if (flush.fail) throw new Error('control socket away');
+            await unixctl(join(ovs.dir, 'ovs-vswitchd.ctl'), 'revalidator/purge');
+          },
+          ...(recheckMs === undefined ? {} : { recheckMs }),
         },
-      },
-    );
+      );
+    backend = makeBackend();
     await backend.start();
     // IPv6 neighbours settle (DAD) before the first probe.
     for (const p of [b, c]) assert.ok(await ping(a.ns, p.v6, 3), `a reaches ${p.id} over IPv6`);
@@ -328,6 +333,50 @@ describe(`NetworkPolicy on OVS (${OVS_DATAPATH})`, () => {
     assert.equal(await probe(a.ns, 'udp', b.v4, 5353, 3), 0);
     await backend.apply(p2);
     assert.equal(flush.count, before + 1, 'and only once');
+  });
+
+  test('an apply sends the difference from the last install; flows removed behind its back come back when the switch is read again', async () => {
+    const allowA = [
+      policy(
+        b,
+        dir([{ id: 'default/test/ingress/0', entries: [{ peers: [`${a.v4}/32`], ports: [udp(5353)] }] }]),
+      ),
+    ];
+    const alsoC = [...allowA, policy(c, dir([]))];
+    /** The rule's counting flows: table 48, matching `conj_id`. */
+    const counting = async () =>
+      (await flows.dumpMasked(POLICY_COOKIE, POLICY_COOKIE_MASK)).filter(
+        (f) => f.table === POLICY_TABLE.INGRESS_RULES && f.priority === 200,
+      );
+    /** Deleted behind the backend's back. */
+    const punch = async () => {
+      const found = await counting();
+      assert.ok(found.length > 0, 'the rule has counting flows');
+      for (const f of found) await flows.deleteCookie(f.cookie);
+      assert.equal((await counting()).length, 0);
+    };
+    // A replay makes the next apply read the switch: the 60 s before the next read start now.
+    backend.flowsInForce();
+    await backend.apply(alsoC);
+    await backend.apply(allowA);
+    assert.equal(await probe(a.ns, 'udp', b.v4, 5353, 3), 3, 'a allowed into b');
+    await punch();
+    // Within the recheck interval an apply trusts its last install: c's change is sent, not the hole.
+    await backend.apply(alsoC);
+    assert.equal((await counting()).length, 0, 'the switch not read again yet');
+    // After a replay of the whole table (flowsInForce), the next apply reads the switch.
+    backend.flowsInForce();
+    await backend.apply(allowA);
+    assert.ok((await counting()).length > 0, 'put right after a replay');
+    assert.equal(await probe(a.ns, 'udp', b.v4, 5353, 3), 3, 'a allowed into b again');
+    // Once the last read is older than recheckMs (0 here), every apply reads the switch.
+    const eager = makeBackend(0);
+    await eager.apply(allowA);
+    await punch();
+    await eager.apply(alsoC);
+    assert.ok((await counting()).length > 0, 'put right when the read is due');
+    // The suite's backend did not install what is there now: it reads the switch on its next apply.
+    backend.flowsInForce();
   });
 
   test('bad input changes nothing; remove() gives back the pipeline flow table exactly', async () => {

@@ -48,6 +48,17 @@ function flowMod(body: Buffer): OutgoingMessage {
   return { type: OFPT13.FLOW_MOD, body };
 }
 
+/** `flows` parsed; each one's cookie must lie within `cookie` under `mask`. */
+function parseMasked(flows: readonly string[], cookie: bigint, mask: bigint): Flow[] {
+  const parsed = flows.map(parseFlowText);
+  const stray = parsed.find((f) => (f.cookie & mask) !== (cookie & mask));
+  if (stray)
+    throw new TypeError(
+      `flow cookie 0x${stray.cookie.toString(16)} is outside 0x${cookie.toString(16)}/0x${mask.toString(16)}`,
+    );
+  return parsed;
+}
+
 export class FlowTable {
   readonly target: string;
   readonly #of13: OpenflowConnection;
@@ -110,22 +121,38 @@ export class FlowTable {
    * bundle; flows of other cookies are not looked at. No change: nothing is sent.
    */
   async replaceMasked(flows: readonly string[], cookie: bigint, mask: bigint): Promise<ReplaceOutcome> {
-    const want = flows.map(parseFlowText);
-    const stray = want.find((f) => (f.cookie & mask) !== (cookie & mask));
-    if (stray)
-      throw new TypeError(
-        `flow cookie 0x${stray.cookie.toString(16)} is outside 0x${cookie.toString(16)}/0x${mask.toString(16)}`,
-      );
+    const want = parseMasked(flows, cookie, mask);
     const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, await this.dumpMasked(cookie, mask));
-    const overwritten = new Set(missing.map(flowIdentityKey));
-    const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));
+    return this.#change(missing, unexpected);
+  }
+
+  /**
+   * Adds `add` and deletes `remove` (texts; each flow's cookie within `cookie` under `mask`) in one
+   * atomic bundle, without reading the switch: for a caller that knows what the switch holds (the
+   * policy backend's last install). A flow of `add` with the identity of one of `remove` overwrites it.
+   * Nothing to do: nothing is sent.
+   */
+  async changeMasked(
+    add: readonly string[],
+    remove: readonly string[],
+    cookie: bigint,
+    mask: bigint,
+  ): Promise<ReplaceOutcome> {
+    return this.#change(parseMasked(add, cookie, mask), parseMasked(remove, cookie, mask));
+  }
+
+  /** One bundle (a single message: a transaction) of `remove`'s deletes and `add`'s adds. */
+  async #change(add: readonly Flow[], remove: readonly Flow[]): Promise<ReplaceOutcome> {
+    // An ADD of the same table, priority and match replaces the entry: no delete needed for those.
+    const overwritten = new Set(add.map(flowIdentityKey));
+    const deletes = remove.filter((f) => !overwritten.has(flowIdentityKey(f)));
     const messages = [
       ...deletes.map((f) => flowMod(encodeFlowMod(flowDeleteStrict(f)))),
-      ...missing.map((f) => flowMod(encodeFlowMod(flowAdd(f)))),
+      ...add.map((f) => flowMod(encodeFlowMod(flowAdd(f)))),
     ];
     if (messages.length === 1) await this.#of13.transact(messages);
     else if (messages.length > 1) await this.#of13.bundle(messages);
-    return { added: missing.length, deleted: deletes.length };
+    return { added: add.length, deleted: deletes.length };
   }
 
   /**
@@ -152,15 +179,7 @@ export class FlowTable {
       (f) => !keep || (f.cookie & keep.mask) !== (keep.cookie & keep.mask),
     );
     const { missing, unexpected } = diffFlowSets<Flow, FlowStats>(want, have);
-    // An ADD of the same table, priority and match replaces the entry: no delete needed for those.
-    const overwritten = new Set(missing.map(flowIdentityKey));
-    const deletes = unexpected.filter((f) => !overwritten.has(flowIdentityKey(f)));
-    const messages = [
-      ...deletes.map((f) => flowMod(encodeFlowMod(flowDeleteStrict(f)))),
-      ...missing.map((f) => flowMod(encodeFlowMod(flowAdd(f)))),
-    ];
-    if (messages.length > 0) await this.#of13.bundle(messages);
-    return { added: missing.length, deleted: deletes.length };
+    return this.#change(missing, unexpected);
   }
 
   /** Equivalent to: `ovs-ofctl -O OpenFlow10 mod-port SWITCH PORT no-flood`. */
