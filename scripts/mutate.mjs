@@ -1449,6 +1449,30 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/ovs/policy.test.js'],
   },
+  {
+    id: 'nft-batch-async-blocks',
+    what: "nf_tables: batchAsync's sendto on the event loop's thread (an agent frozen for the kernel's whole commit)",
+    edits: [
+      [
+        'src/kernel/netlink/nfnetlink-socket.js',
+        'sent = await libc.sendtoAsync(fd, datagram, 0, this.#kernel);',
+        'sent = libc.sendto(fd, datagram, 0, this.#kernel);',
+      ],
+    ],
+    tests: ['test/kernel/netlink/nf-tables-async.test.js'],
+  },
+  {
+    id: 'nft-policy-counters-not-queued',
+    what: "Linux bridge policy: counters read the sets while an apply's batch is in flight on the same socket",
+    edits: [
+      [
+        'src/datapath/linux-bridge/nft-policy-backend.js',
+        'return this.#exclusive(async () => this.#counters());',
+        'return (async () => this.#counters())();',
+      ],
+    ],
+    tests: ['test/datapath/nft-policy-backend-diff.test.js'],
+  },
 ];
 
 function build() {

@@ -14,6 +14,11 @@
  * What is installed is read back from the kernel at start (policy survives an agent restart and the
  * first `apply` diffs against it, as a whole). Counters are the elements' own: each element is counted for one
  * rule (the first that allows its cell), a pod's isolation element for its denied packets.
+ *
+ * The batch's `sendto`, inside which the kernel commits it (seconds for a big change of these interval
+ * sets of concatenations, decision 53), runs on a worker thread (decision 54): the agent's CNI calls
+ * and probes go on meanwhile. Calls on the backend are queued, one at a time: the socket carries one
+ * batch and nothing else while it is in flight.
  */
 import { DatapathError } from '../../base/errors.js';
 import { parseIp } from '../../base/ip.js';
@@ -81,6 +86,8 @@ export class NftPolicyBackend implements PolicyBackend {
   #shares: Map<string, PodShare> | undefined;
 
   readonly #openNflog: (bind: NflogBind) => NflogSocket;
+  /** Settles when the last queued call has; never rejects. */
+  #tail: Promise<void> = Promise.resolve();
 
   /**
    * `nft` and `nf` act in the node's network namespace; so must `openNflog` (by default the calling
@@ -118,7 +125,11 @@ export class NftPolicyBackend implements PolicyBackend {
     };
   }
 
-  async start(): Promise<void> {
+  start(): Promise<void> {
+    return this.#exclusive(() => this.#start());
+  }
+
+  async #start(): Promise<void> {
     await this.#nft.apply(policyTableScript());
     this.#readInstalled();
     this.#shares = undefined;
@@ -134,7 +145,25 @@ export class NftPolicyBackend implements PolicyBackend {
     );
   }
 
-  async apply(pods: readonly PodPolicy[]): Promise<void> {
+  apply(pods: readonly PodPolicy[]): Promise<void> {
+    return this.#exclusive(() => this.#apply(pods));
+  }
+
+  /**
+   * One at a time: an apply's batch runs on a worker thread (the kernel may take seconds over a big
+   * change of an interval set; the agent's event loop goes on), and nothing else may use the socket
+   * meanwhile (counters, start, remove wait for it).
+   */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(fn, fn);
+    this.#tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  async #apply(pods: readonly PodPolicy[]): Promise<void> {
     if (this.#installed.size === 0) throw new DatapathError('policy: apply before start');
     // Each pod's share: the one installed if its signature is unchanged, else generated now (which
     // throws, before anything is changed, on what the kernel could not hold).
@@ -157,19 +186,19 @@ export class NftPolicyBackend implements PolicyBackend {
     }
     if (!shared && this.#shares !== undefined) {
       try {
-        this.#changePods(next);
+        await this.#changePods(next);
         this.#shares = next;
         return;
       } catch {
         // The kernel's sets are not what this backend believes: the whole difference, below.
       }
     }
-    this.#applyWhole(shared ? policyElements(pods, cells) : [...next.values()].flatMap((p) => p.elems));
+    await this.#applyWhole(shared ? policyElements(pods, cells) : [...next.values()].flatMap((p) => p.elems));
     this.#shares = shared ? undefined : next;
   }
 
   /** Removes the pods' elements that are gone or changed and adds the new: one batch, the difference only. */
-  #changePods(next: Map<string, PodShare>): void {
+  async #changePods(next: Map<string, PodShare>): Promise<void> {
     const remove: PodElem[] = [];
     const add: PodElem[] = [];
     const before = this.#shares ?? new Map<string, PodShare>();
@@ -188,7 +217,10 @@ export class NftPolicyBackend implements PolicyBackend {
     if (remove.length > 0 || add.length > 0) {
       const bySet = (list: PodElem[]): SetElems[] =>
         ALL_POLICY_SETS.map((set) => ({ set, elems: list.filter((e) => e.set === set).map((e) => e.elem) }));
-      this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove: bySet(remove), add: bySet(add) });
+      await this.#nf.changeElementsAsync(POLICY_FAMILY, POLICY_TABLE, {
+        remove: bySet(remove),
+        add: bySet(add),
+      });
     }
     for (const e of remove) {
       this.#installed.get(e.set)?.delete(e.id);
@@ -204,7 +236,7 @@ export class NftPolicyBackend implements PolicyBackend {
   }
 
   /** Every element wanted against every element installed (the first pod's where two share an address). */
-  #applyWhole(elements: ReadonlyArray<PolicyElement | PodElem>): void {
+  async #applyWhole(elements: ReadonlyArray<PolicyElement | PodElem>): Promise<void> {
     const wanted = new Map<string, Map<string, SetElem>>(ALL_POLICY_SETS.map((s) => [s, new Map()]));
     const owners = new Map<string, Map<string, ElementOwner>>(ALL_POLICY_SETS.map((s) => [s, new Map()]));
     for (const e of elements) {
@@ -215,13 +247,13 @@ export class NftPolicyBackend implements PolicyBackend {
       owners.get(e.set)?.set(id, e.owner);
     }
     try {
-      this.#change(wanted);
+      await this.#change(wanted);
     } catch (err) {
       // The kernel's sets are not what this backend believes (someone else changed them): read them
       // again and diff once more. A second failure is the caller's; the previous state stays in force.
       this.#readInstalled();
       try {
-        this.#change(wanted);
+        await this.#change(wanted);
       } catch (again) {
         this.#shares = undefined;
         throw new DatapathError(`policy: the nf_tables batch failed: ${String(again)}`, { cause: err });
@@ -232,7 +264,7 @@ export class NftPolicyBackend implements PolicyBackend {
   }
 
   /** Removes what is installed and not wanted, adds what is wanted and not installed: one batch. */
-  #change(wanted: Map<string, Map<string, SetElem>>): void {
+  async #change(wanted: Map<string, Map<string, SetElem>>): Promise<void> {
     const remove: SetElems[] = [];
     const add: SetElems[] = [];
     for (const set of ALL_POLICY_SETS) {
@@ -241,10 +273,14 @@ export class NftPolicyBackend implements PolicyBackend {
       remove.push({ set, elems: [...have].filter(([id]) => !want.has(id)).map(([, e]) => e) });
       add.push({ set, elems: [...want].filter(([id]) => !have.has(id)).map(([, e]) => e) });
     }
-    this.#nf.changeElements(POLICY_FAMILY, POLICY_TABLE, { remove, add });
+    await this.#nf.changeElementsAsync(POLICY_FAMILY, POLICY_TABLE, { remove, add });
   }
 
-  async counters(): Promise<RuleCounters[]> {
+  counters(): Promise<RuleCounters[]> {
+    return this.#exclusive(async () => this.#counters());
+  }
+
+  #counters(): RuleCounters[] {
     const sums = new Map<string, RuleCounters>();
     for (const set of ALL_POLICY_SETS) {
       const owners = this.#owners.get(set);
@@ -262,7 +298,11 @@ export class NftPolicyBackend implements PolicyBackend {
     return [...sums.values()];
   }
 
-  async remove(): Promise<void> {
+  remove(): Promise<void> {
+    return this.#exclusive(() => this.#remove());
+  }
+
+  async #remove(): Promise<void> {
     await this.#nft.apply(policyDropScript());
     this.#installed = new Map();
     this.#owners = new Map();

@@ -3,7 +3,7 @@
  * that rules installed once (by `nft`, at agent start) look up. Adding or removing a pod's elements is
  * one batch in one datagram, committed by the kernel as one transaction; no process is spawned.
  */
-import { NfnetlinkSocket } from './nfnetlink-socket.js';
+import { NfnetlinkSocket, type NftBatchMessage } from './nfnetlink-socket.js';
 import {
   type CountedSetElem,
   decodeCounterObj,
@@ -50,6 +50,27 @@ function chunks(elems: readonly SetElem[]): SetElem[][] {
   const out: SetElem[][] = [];
   for (let i = 0; i < elems.length; i += per) out.push(elems.slice(i, i + per));
   return out;
+}
+
+/** Deletes, then adds, as batch messages: each set's elements in chunks under the attribute limit. */
+function changeMessages(
+  family: number,
+  table: string,
+  change: { remove: readonly SetElems[]; add: readonly SetElems[] },
+): NftBatchMessage[] {
+  const msgs = (type: number, flags: number, groups: readonly SetElems[]) =>
+    groups.flatMap((g) =>
+      chunks(g.elems).map((elems) => ({
+        type,
+        flags,
+        family,
+        attrs: encodeSetElemRanges(table, g.set, elems),
+      })),
+    );
+  return [
+    ...msgs(NFT_MSG_DELSETELEM, 0, change.remove),
+    ...msgs(NFT_MSG_NEWSETELEM, NLM_F_CREATE, change.add),
+  ];
 }
 
 export class NfTables implements Disposable {
@@ -124,19 +145,19 @@ export class NfTables implements Disposable {
     table: string,
     change: { remove: readonly SetElems[]; add: readonly SetElems[] },
   ): void {
-    const msgs = (type: number, flags: number, groups: readonly SetElems[]) =>
-      groups.flatMap((g) =>
-        chunks(g.elems).map((elems) => ({
-          type,
-          flags,
-          family,
-          attrs: encodeSetElemRanges(table, g.set, elems),
-        })),
-      );
-    this.#sock.batch([
-      ...msgs(NFT_MSG_DELSETELEM, 0, change.remove),
-      ...msgs(NFT_MSG_NEWSETELEM, NLM_F_CREATE, change.add),
-    ]);
+    this.#sock.batch(changeMessages(family, table, change));
+  }
+
+  /**
+   * `changeElements` with the kernel's work on a worker thread (`NfnetlinkSocket.batchAsync`): for a
+   * change that may take the kernel seconds, on a socket that nothing calls synchronously meanwhile.
+   */
+  changeElementsAsync(
+    family: number,
+    table: string,
+    change: { remove: readonly SetElems[]; add: readonly SetElems[] },
+  ): Promise<void> {
+    return this.#sock.batchAsync(changeMessages(family, table, change));
   }
 
   /** Equivalent to: `nft list set FAMILY TABLE SET`: every element, with range ends and counters. */

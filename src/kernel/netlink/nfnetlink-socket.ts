@@ -47,6 +47,12 @@ export class NfnetlinkSocket implements Disposable {
   readonly #kernel = sockaddrNl();
   /** What the send buffer is known to hold at least (net.core.wmem_default is 208 KiB). */
   #sendBuffer = 128 * 1024;
+  /** `sendto` calls running on worker threads now (0 or 1: batchAsync queues them). */
+  #inWorker = 0;
+  /** A descriptor `close` left for the worker thread to finish with; -1 when none. */
+  #closeWhenIdle = -1;
+  /** Settles when the last queued `batchAsync` has; never rejects. */
+  #asyncTail: Promise<void> = Promise.resolve();
 
   private constructor(fd: number, timeoutMs: number) {
     this.#fd = fd;
@@ -70,7 +76,52 @@ export class NfnetlinkSocket implements Disposable {
    */
   batch(messages: readonly NftBatchMessage[]): void {
     if (messages.length === 0) return;
+    this.#idle('batch');
     const fd = this.#openFd();
+    const { datagram, pending } = this.#encodeBatch(fd, messages);
+    const sent = libc.sendto(fd, datagram, 0, this.#kernel);
+    this.#acks(datagram.length, sent, pending);
+  }
+
+  /**
+   * `batch` with the `sendto` on a worker thread: the kernel commits the whole batch inside that call
+   * (seconds for a big change of an interval set, decision 54), and the event loop goes on meanwhile.
+   * Batches are queued, one in flight; while one is, the socket's synchronous calls throw (they would
+   * read its acks), so give these a socket of their own or wait for them.
+   */
+  batchAsync(messages: readonly NftBatchMessage[]): Promise<void> {
+    const run = async (): Promise<void> => {
+      if (messages.length === 0) return;
+      const fd = this.#openFd();
+      const { datagram, pending } = this.#encodeBatch(fd, messages);
+      this.#inWorker++;
+      let sent: number;
+      try {
+        sent = await libc.sendtoAsync(fd, datagram, 0, this.#kernel);
+      } finally {
+        this.#inWorker--;
+        // close() during the call left the descriptor open for the worker thread: close it now.
+        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
+          const later = this.#closeWhenIdle;
+          this.#closeWhenIdle = -1;
+          libc.close(later);
+        }
+      }
+      this.#acks(datagram.length, sent, pending);
+    };
+    const result = this.#asyncTail.then(run, run);
+    this.#asyncTail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  /** The batch's datagram (BEGIN, the messages with NLM_F_ACK, END), the send buffer grown to fit. */
+  #encodeBatch(
+    fd: number,
+    messages: readonly NftBatchMessage[],
+  ): { datagram: Buffer; pending: Map<number, number> } {
     const parts: Uint8Array[] = [];
     const pending = new Map<number, number>();
     const next = () => {
@@ -95,15 +146,14 @@ export class NfnetlinkSocket implements Disposable {
       );
     }
     parts.push(batchHeader(NFNL_MSG_BATCH_END));
-    const datagram = concatBytes(parts);
-    this.#fitSendBuffer(fd, datagram.length);
-    const sent = libc.sendto(
-      fd,
-      Buffer.from(datagram.buffer, datagram.byteOffset, datagram.length),
-      0,
-      this.#kernel,
-    );
-    if (sent !== datagram.length) throw new NetlinkProtocolError(`sent ${sent} of ${datagram.length} bytes`);
+    const bytes = concatBytes(parts);
+    this.#fitSendBuffer(fd, bytes.length);
+    return { datagram: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length), pending };
+  }
+
+  /** Reads the batch's acks (`pending`: sequence number -> message type); throws the first error. */
+  #acks(length: number, sent: number, pending: Map<number, number>): void {
+    if (sent !== length) throw new NetlinkProtocolError(`sent ${sent} of ${length} bytes`);
     const deadline = Date.now() + this.#timeoutMs;
     while (pending.size > 0) {
       for (const m of this.#receive(deadline)) {
@@ -116,6 +166,12 @@ export class NfnetlinkSocket implements Disposable {
         if (e.error !== 0) throw new libc.KernelError(nftMsgName(type), -e.error, e.extack.msg);
       }
     }
+  }
+
+  /** A synchronous call while a worker thread's batch is in flight would read that batch's acks. */
+  #idle(what: string): void {
+    if (this.#inWorker > 0)
+      throw new Error(`nfnetlink ${what}: a batch is in flight on this socket (batchAsync)`);
   }
 
   /**
@@ -135,6 +191,7 @@ export class NfnetlinkSocket implements Disposable {
 
   /** A GET request without NLM_F_DUMP (e.g. named set elements): its answers, until the ack. */
   request(type: number, family: number, attrs: Uint8Array): NetlinkMessage[] {
+    this.#idle(nftMsgName((NFNL_SUBSYS_NFTABLES << 8) | type));
     const fullType = (NFNL_SUBSYS_NFTABLES << 8) | type;
     const seq = this.#send(fullType, N.NLM_F_REQUEST | N.NLM_F_ACK, nfgenPayload(family, attrs));
     const replies: NetlinkMessage[] = [];
@@ -154,6 +211,7 @@ export class NfnetlinkSocket implements Disposable {
 
   /** A dump (NLM_F_DUMP): every message until NLMSG_DONE; an interrupted dump is retried. */
   dump(type: number, family: number, attrs: Uint8Array): NetlinkMessage[] {
+    this.#idle(nftMsgName((NFNL_SUBSYS_NFTABLES << 8) | type));
     const fullType = (NFNL_SUBSYS_NFTABLES << 8) | type;
     for (let attempt = 0; ; attempt++) {
       const seq = this.#send(fullType, N.NLM_F_REQUEST | N.NLM_F_DUMP, nfgenPayload(family, attrs));
@@ -204,11 +262,17 @@ export class NfnetlinkSocket implements Disposable {
     return this.#fd;
   }
 
+  /**
+   * Closes the socket; calling it again does nothing. When a worker thread is inside `sendto` on it
+   * (batchAsync), the descriptor itself is closed when that call returns: closed earlier, its number
+   * could be reused and the worker would send on someone else's descriptor.
+   */
   close(): void {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    libc.close(fd);
+    if (this.#inWorker > 0) this.#closeWhenIdle = fd;
+    else libc.close(fd);
   }
 
   [Symbol.dispose](): void {
