@@ -64,7 +64,7 @@ export class OvsPolicyBackend implements PolicyBackend {
   /** The policy flows the switch holds, as the last install left them; undefined: read the switch. */
   #held: Set<string> | undefined;
   /** When the switch's policy flows were last read (a dump). */
-  #readAt = 0;
+  #readAt = Number.NEGATIVE_INFINITY;
   readonly #recheckMs: number;
 
   /**
@@ -152,7 +152,8 @@ export class OvsPolicyBackend implements PolicyBackend {
   async #send(flows: readonly string[]): Promise<ReplaceOutcome> {
     const want = new Set(flows);
     const held = this.#held;
-    const now = Date.now();
+    // Monotonic: a wall clock stepped back would put the next read off by as much.
+    const now = performance.now();
     let changed: ReplaceOutcome;
     if (held === undefined || now - this.#readAt >= this.#recheckMs) {
       this.#held = undefined;
