@@ -1455,8 +1455,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/kernel/netlink/nfnetlink-socket.js',
-        'sent = await libc.sendtoAsync(fd, datagram, 0, this.#kernel);',
-        'sent = libc.sendto(fd, datagram, 0, this.#kernel);',
+        'const sent = await this.#worker.sendto(fd, datagram, this.#kernel);',
+        'const sent = libc.sendto(fd, datagram, 0, this.#kernel);',
       ],
     ],
     tests: ['test/kernel/netlink/nf-tables-async.test.js'],

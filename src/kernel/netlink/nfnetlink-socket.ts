@@ -9,7 +9,7 @@ import * as libc from '../libc.js';
 import { concatBytes, encodeMessage, type NetlinkMessage } from './codec.js';
 import { NetlinkClosedError, NetlinkProtocolError } from './errors.js';
 import { decodeDone, decodeNlMsgErr } from './nlmsgerr.js';
-import { openNetlinkFd, receiveDatagram, sockaddrNl } from './socket.js';
+import { openNetlinkFd, receiveDatagram, sockaddrNl, WorkerSends } from './socket.js';
 import * as N from './uapi/netlink.js';
 import { nftMsgName } from './uapi/nf-tables.js';
 import {
@@ -47,10 +47,8 @@ export class NfnetlinkSocket implements Disposable {
   readonly #kernel = sockaddrNl();
   /** What the send buffer is known to hold at least (net.core.wmem_default is 208 KiB). */
   #sendBuffer = 128 * 1024;
-  /** `sendto` calls running on worker threads now (0 or 1: batchAsync queues them). */
-  #inWorker = 0;
-  /** A descriptor `close` left for the worker thread to finish with; -1 when none. */
-  #closeWhenIdle = -1;
+  /** `sendto` calls on worker threads (one at a time: batchAsync queues them). */
+  readonly #worker = new WorkerSends();
   /** Settles when the last queued `batchAsync` has; never rejects. */
   #asyncTail: Promise<void> = Promise.resolve();
 
@@ -94,19 +92,7 @@ export class NfnetlinkSocket implements Disposable {
       if (messages.length === 0) return;
       const fd = this.#openFd();
       const { datagram, pending } = this.#encodeBatch(fd, messages);
-      this.#inWorker++;
-      let sent: number;
-      try {
-        sent = await libc.sendtoAsync(fd, datagram, 0, this.#kernel);
-      } finally {
-        this.#inWorker--;
-        // close() during the call left the descriptor open for the worker thread: close it now.
-        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
-          const later = this.#closeWhenIdle;
-          this.#closeWhenIdle = -1;
-          libc.close(later);
-        }
-      }
+      const sent = await this.#worker.sendto(fd, datagram, this.#kernel);
       this.#acks(datagram.length, sent, pending);
     };
     const result = this.#asyncTail.then(run, run);
@@ -170,7 +156,7 @@ export class NfnetlinkSocket implements Disposable {
 
   /** A synchronous call while a worker thread's batch is in flight would read that batch's acks. */
   #idle(what: string): void {
-    if (this.#inWorker > 0)
+    if (this.#worker.busy)
       throw new Error(`nfnetlink ${what}: a batch is in flight on this socket (batchAsync)`);
   }
 
@@ -271,8 +257,7 @@ export class NfnetlinkSocket implements Disposable {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    if (this.#inWorker > 0) this.#closeWhenIdle = fd;
-    else libc.close(fd);
+    this.#worker.close(fd);
   }
 
   [Symbol.dispose](): void {

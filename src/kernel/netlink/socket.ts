@@ -59,6 +59,45 @@ function errorFrom(type: number, error: number, extack: ExtAck): libc.KernelErro
   return new libc.KernelError(rtmTypeName(type), -error, extack.msg);
 }
 
+/**
+ * `sendto` on a worker thread (where the kernel does a netlink request's work) for a socket that may be
+ * closed meanwhile: `close(fd)` while a call is on a worker closes the descriptor only when that call
+ * returns. Closed earlier, its number could be reused, and the worker would send on someone else's
+ * descriptor (docs/architecture.md, failure 1).
+ */
+export class WorkerSends {
+  /** Calls on worker threads now. */
+  #inWorker = 0;
+  /** A descriptor `close` left for the worker thread to finish with; -1 when none. */
+  #closeWhenIdle = -1;
+
+  /** Whether a call is on a worker thread now. */
+  get busy(): boolean {
+    return this.#inWorker > 0;
+  }
+
+  async sendto(fd: number, buf: Buffer, to: Buffer): Promise<number> {
+    this.#inWorker++;
+    try {
+      return await libc.sendtoAsync(fd, buf, 0, to);
+    } finally {
+      this.#inWorker--;
+      // close() during the call left the descriptor open for the worker thread: close it now.
+      if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
+        const pending = this.#closeWhenIdle;
+        this.#closeWhenIdle = -1;
+        libc.close(pending);
+      }
+    }
+  }
+
+  /** Closes `fd` now, or when the call on a worker thread returns. */
+  close(fd: number): void {
+    if (this.#inWorker > 0) this.#closeWhenIdle = fd;
+    else libc.close(fd);
+  }
+}
+
 export class NetlinkSocket implements Disposable {
   /** The descriptor; -1 if and only if the socket is closed. */
   #fd: number;
@@ -67,10 +106,8 @@ export class NetlinkSocket implements Disposable {
   readonly #timeoutMs: number;
   readonly #dumpRetries: number;
   readonly #kernel = sockaddrNl();
-  /** `sendto` calls running on worker threads now (0 or 1: requestAsync queues them). */
-  #inWorker = 0;
-  /** A descriptor `close` left for the worker thread to finish with; -1 when none. */
-  #closeWhenIdle = -1;
+  /** `sendto` calls on worker threads (one at a time: requestAsync queues them). */
+  readonly #worker = new WorkerSends();
   /** Settles when the last queued `requestAsync` has; never rejects. */
   #asyncTail: Promise<void> = Promise.resolve();
 
@@ -139,24 +176,11 @@ export class NetlinkSocket implements Disposable {
       this.#seq = (this.#seq + 1) >>> 0;
       const seq = this.#seq;
       const msg = encodeMessage({ type, flags: flags | N.NLM_F_REQUEST | N.NLM_F_ACK, seq, pid: 0 }, payload);
-      this.#inWorker++;
-      let sent: number;
-      try {
-        sent = await libc.sendtoAsync(
-          fd,
-          Buffer.from(msg.buffer, msg.byteOffset, msg.length),
-          0,
-          this.#kernel,
-        );
-      } finally {
-        this.#inWorker--;
-        // close() during the call left the descriptor open for the worker thread: close it now.
-        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
-          const pending = this.#closeWhenIdle;
-          this.#closeWhenIdle = -1;
-          libc.close(pending);
-        }
-      }
+      const sent = await this.#worker.sendto(
+        fd,
+        Buffer.from(msg.buffer, msg.byteOffset, msg.length),
+        this.#kernel,
+      );
       if (sent !== msg.length) throw new NetlinkProtocolError(`sent ${sent} of ${msg.length} bytes`);
       return this.#collect(type, seq);
     };
@@ -227,17 +251,7 @@ export class NetlinkSocket implements Disposable {
     const buf = encodeDatagram(messages);
     let sent: number;
     if (sendAsync) {
-      this.#inWorker++;
-      try {
-        sent = await libc.sendtoAsync(fd, buf, 0, this.#kernel);
-      } finally {
-        this.#inWorker--;
-        if (this.#inWorker === 0 && this.#closeWhenIdle >= 0) {
-          const pending = this.#closeWhenIdle;
-          this.#closeWhenIdle = -1;
-          libc.close(pending);
-        }
-      }
+      sent = await this.#worker.sendto(fd, buf, this.#kernel);
     } else {
       sent = libc.sendto(fd, buf, 0, this.#kernel);
     }
@@ -327,8 +341,7 @@ export class NetlinkSocket implements Disposable {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
-    if (this.#inWorker > 0) this.#closeWhenIdle = fd;
-    else libc.close(fd);
+    this.#worker.close(fd);
   }
 
   [Symbol.dispose](): void {
