@@ -146,9 +146,12 @@ cleanup() {
   local m
   for m in $(findmnt -rn -o TARGET | grep -F "$work/" | sort -r); do umount -l "$m"; done
   rm -rf "$work"/*.partial "$work"/ctx-* "$cache/tmp"/* 2>/dev/null
-  # Containers left by an interrupted build (podman build removes its own on success and failure).
-  pm ps -aq 2>/dev/null | xargs -r podman rm -f >/dev/null 2>&1
+  # Containers left by an interrupted build (podman build removes its own on success and failure;
+  # killed, as a failed CI run kills it, it leaves its working container: --external lists those).
+  pm ps -aq --external 2>/dev/null | xargs -r podman rm -f >/dev/null 2>&1
   pm unmount -a >/dev/null 2>&1
+  # Whatever is still mounted in the storage (a killed build's root, seen left after a failed CI run).
+  for m in $(findmnt -rn -o TARGET | grep -F "$cache/storage/overlay/" | sort -r); do umount -l "$m"; done
   # containers/storage bind-mounts its overlay directory onto itself (made private) for as long as
   # the storage is in use: nothing uses it once the script ends.
   findmnt -rn -o TARGET "$cache/storage/overlay" >/dev/null 2>&1 && umount "$cache/storage/overlay"
