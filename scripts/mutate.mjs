@@ -1089,8 +1089,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/agent/cni/cmd-add.js',
-        'podAttached(ctx, att, allocations.map((a) => a.ip));',
-        "for (let i = 0; ctx.pods && att.pod && ctx.pods.pod(...att.pod.split('/')) === undefined; i++) { if (i > 100) throw new Error('no Pod object yet'); await new Promise((r) => setTimeout(r, 200)); } podAttached(ctx, att, allocations.map((a) => a.ip));",
+        'podAttached(ctx, att, port.podIps);',
+        "for (let i = 0; ctx.pods && att.pod && ctx.pods.pod(...att.pod.split('/')) === undefined; i++) { if (i > 100) throw new Error('no Pod object yet'); await new Promise((r) => setTimeout(r, 200)); } podAttached(ctx, att, port.podIps);",
       ],
     ],
     tests: ['test/multinode/kube-outage.test.js'],
