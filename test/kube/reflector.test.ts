@@ -223,6 +223,8 @@ describe('reflector: a real kube-apiserver, watch cache on', { timeout: 240_000 
         () => rec.summary().join(', '),
       );
       const gone = rec.lines.filter((l) => l.event === 'kube-watch-gone');
+      const failed = rec.lines.find((l) => l.event === 'kube-watch-failed');
+      console.log(`API server stopped: first failure seen: ${String(failed?.fields.error)}`);
       console.log(
         `API server restarted (watch cache on): relists ${r.stats.relists}, 410 seen as ${gone.map((g) => (g.fields.error ? 'HTTP 410' : 'ERROR event 410')).join(', ') || 'none'}`,
       );
