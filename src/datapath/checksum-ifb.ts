@@ -38,33 +38,9 @@ export class ChecksumHop {
     this.#name = name;
   }
 
-  /**
-   * Equivalent to: `ip link add podwire-csum0 mtu MTU type ifb; ethtool -K podwire-csum0 tx off; ip link
-   * set podwire-csum0 up` (adopted when present). Off again on every start: what the hop is for.
-   */
+  /** The node's IFB (`ensureChecksumIfb`), made or adopted. */
   start(mtu: number): void {
-    const nl = this.#nl;
-    let link = nl.linkByName(this.#name);
-    if (link && link.kind !== 'ifb')
-      throw new DatapathError(`${this.#name} exists and is a ${link.kind ?? 'non-IFB'} link`);
-    if (!link) {
-      try {
-        link = nl.addIfb({ name: this.#name, mtu });
-      } catch (err) {
-        throw new DatapathError(`cannot create ${this.#name} (the kernel needs IFB, CONFIG_IFB)`, {
-          cause: err,
-        });
-      }
-    }
-    // The largest frame a pod sends must pass it: a pod's MTU is the node's, a GSO frame is segmented.
-    if (link.mtu < mtu) nl.setMtu(link.index, mtu);
-    // In the node's namespace, which the netlink socket acts in, wherever the calling thread is.
-    using home = NetnsHandle.current();
-    using node = nl.netns();
-    using eth = inNetns(node, home, () => EthtoolSocket.open());
-    eth.setTxChecksumming(this.#name, false);
-    nl.setLinkUp(link.index);
-    this.#ifb = link.index;
+    this.#ifb = ensureChecksumIfb(this.#nl, this.#name, mtu);
   }
 
   /**
@@ -111,4 +87,30 @@ export class ChecksumHop {
     if (this.#ifb === 0) throw new DatapathError(`checksum hop ${this.#name} not set up yet`);
     return this.#ifb;
   }
+}
+
+/**
+ * Equivalent to: `ip link add NAME mtu MTU type ifb; ethtool -K NAME tx off; ip link set NAME up`
+ * (adopted when present); its index. Off again on every start: what the hop is for.
+ */
+export function ensureChecksumIfb(nl: Rtnetlink, name: string, mtu: number): number {
+  let link = nl.linkByName(name);
+  if (link && link.kind !== 'ifb')
+    throw new DatapathError(`${name} exists and is a ${link.kind ?? 'non-IFB'} link`);
+  if (!link) {
+    try {
+      link = nl.addIfb({ name, mtu });
+    } catch (err) {
+      throw new DatapathError(`cannot create ${name} (the kernel needs IFB, CONFIG_IFB)`, { cause: err });
+    }
+  }
+  // The largest frame a pod sends must pass it: a pod's MTU is the node's, a GSO frame is segmented.
+  if (link.mtu < mtu) nl.setMtu(link.index, mtu);
+  // In the node's namespace, which the netlink socket acts in, wherever the calling thread is.
+  using home = NetnsHandle.current();
+  using node = nl.netns();
+  using eth = inNetns(node, home, () => EthtoolSocket.open());
+  eth.setTxChecksumming(name, false);
+  nl.setLinkUp(link.index);
+  return link.index;
 }

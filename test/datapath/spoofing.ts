@@ -545,21 +545,16 @@ s.sendto(b'genuine', (sys.argv[1], ${port}))`,
       forgedThroughGateway(5601));
 
     // A pod with CAP_NET_ADMIN in its own namespace turns transmit checksumming back on (`ethtool -K
-    // eth0 tx on`), then attacks (on the Linux bridge and OVS's kernel datapath it is on already: the
-    // hop makes it safe). Depends on the checksum hop (src/datapath/checksum-ifb.ts): the host veth's
-    // ingress redirected to the node's IFB, whose transmit checksumming is off, so the node completes
-    // the pending checksum before the guard, which then drops the forged frame (decision 32). OVS's
+    // eth0 tx on`), then attacks (on the Linux bridge it is on already: the hop makes it safe).
+    // Depends on the checksum hop: the host veth's ingress forwarded to the node's IFB, whose
+    // transmit checksumming is off, so the node completes the pending checksum before the guard,
+    // which then drops the forged frame (decision 32). On the Linux bridge the forward is tc's
+    // (src/datapath/checksum-ifb.ts); on OVS's kernel datapath, whose ports' tc ingress ovs-vswitchd
+    // owns, it is nftables' netdev ingress hook (src/datapath/ovs/netdev-ingress-hop.ts). OVS's
     // userspace datapath has no hop: it forwards the frame as it is, and the victim drops it for its
     // checksum (as it would the pod's own TCP and UDP, decision 8: so the genuine datagrams go out
     // with it off again).
-    // OVS's kernel datapath has no hop either (ovs-vswitchd owns its ports' ingress qdisc,
-    // ovs-datapath.ts): there the variant is open (decision 32).
-    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', {
-      todo:
-        datapath === 'ovs' &&
-        OVS_DATAPATH === 'system' &&
-        "OVS's kernel datapath: no checksum hop on its ports (ovs-vswitchd owns their ingress qdisc)",
-    }, async () => {
+    test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', async () => {
       setPodTxChecksumming(attacker.ns, true);
       try {
         await forgedThroughGateway(5602, () => setPodTxChecksumming(attacker.ns, false));

@@ -26,6 +26,7 @@ import { installUplinkArpGuard, removeUplinkArpGuard } from '../uplink-arp-guard
 import { FloodSync, floodFlows } from './flood-flows.js';
 import { configureGatewayLink, ensureGatewayPort, setGatewayMac } from './gateway-port.js';
 import { GroupCommit } from './group-commit.js';
+import { NetdevIngressHop } from './netdev-ingress-hop.js';
 import { OfportPool } from './ofport-pool.js';
 import { FlowTable } from './openflow/flow-table.js';
 import { OvsdbError } from './ovsdb-client.js';
@@ -59,7 +60,10 @@ export interface OvsDatapathOptions {
   nl: Rtnetlink;
   /** Writes sysctls of the node namespace. */
   sysctl: SysctlWriter;
-  /** Applies nftables scripts in the node namespace (bridging on the userspace datapath). */
+  /**
+   * Applies nftables scripts in the node namespace (bridging on the userspace datapath; the checksum
+   * hop's chain of each pod port on the kernel datapath).
+   */
   nft: Nft;
   gateways: GatewayAddress[];
   mtu: number;
@@ -116,16 +120,19 @@ export class OvsDatapath implements Datapath {
    * Off on both OVS datapaths. The userspace one forwards a frame as the pod's kernel left it: with
    * transmit checksum offload on, TCP segments would leave the pod with no checksum filled in (decision
    * 8). The kernel one would complete a pending checksum after the guard flows, at the offsets the pod
-   * chose (decision 32); the checksum hop that makes tx on safe on the Linux bridge cannot live on an
-   * OVS port: ovs-vswitchd owns the port's ingress qdisc (its ingress policing deletes it from a port
-   * without a policing rate, at attach and at every restart), so the hop's redirect was removed under
-   * it (`Parent Qdisc doesn't exists`, test:vm). A pod with CAP_NET_ADMIN that turns it back on is
-   * open on the kernel datapath (decision 32).
+   * chose (decision 32): off, that happens in the pod. A pod with CAP_NET_ADMIN may turn it back on;
+   * on the kernel datapath the checksum hop (netdev-ingress-hop.ts) completes what it leaves pending
+   * before the guard flows, and on the userspace datapath the victim drops the unfinished frame.
    */
   readonly podTxChecksumming = false;
-  /** Neither: an egress rate is shaped on tc ingress, which ovs-vswitchd owns on its ports (above). */
+  /**
+   * Neither: an egress rate is shaped on tc ingress, which ovs-vswitchd owns on its ports (its ingress
+   * policing deletes the qdisc from a port without a policing rate, at attach and at every restart).
+   */
   readonly podEgressShaping = false;
   readonly #o: OvsDatapathOptions;
+  /** The checksum hop of pod ports, on the kernel datapath only (netdev-ingress-hop.ts). */
+  readonly #hop: NetdevIngressHop | undefined;
   readonly #openflowTarget: string;
   /** The bridge's flow table over OpenFlow; opened by start(), closed by stop(). */
   #flows: FlowTable | undefined;
@@ -177,6 +184,7 @@ export class OvsDatapath implements Datapath {
 
   constructor(options: OvsDatapathOptions) {
     this.#o = options;
+    this.#hop = options.datapathType === 'system' ? new NetdevIngressHop(options.nl, options.nft) : undefined;
     this.#cidrs = podCidrs(options.gateways);
     this.#floods = new FloodSync({
       rows: async () => (await this.#db()).ports(),
@@ -216,6 +224,7 @@ export class OvsDatapath implements Datapath {
     const o = this.#o;
     const vs = await this.#db();
     await vs.ensureBridge({ datapathType: o.datapathType, protocols: PROTOCOLS });
+    await this.#hop?.start(o.mtu);
     const gw = await ensureGatewayPort(vs, o, this.#portTimeoutMs);
     configureGatewayLink(o, gw.mac);
     this.#gateway = { ofport: gw.ofport, mac: gw.mac, ipv4s: this.#podGatewaysV4() };
@@ -431,6 +440,7 @@ export class OvsDatapath implements Datapath {
       const flows = this.#readyFlows();
       await this.#portOp(() => this.#openPort(flows, port));
     }
+    await this.#hop?.redirect(port.hostIfname);
     this.#o.nl.setLinkUp(port.hostIfindex);
   }
 
@@ -524,6 +534,7 @@ export class OvsDatapath implements Datapath {
     }
     if (this.#replaying) await this.#replaying;
     await this.#portOp(() => this.#detachPort(hostIfname));
+    await this.#hop?.remove(hostIfname);
   }
 
   async #detachPort(hostIfname: string): Promise<void> {
@@ -601,6 +612,7 @@ export class OvsDatapath implements Datapath {
         hostIfname,
       ),
     );
+    await this.#hop?.check(hostIfname);
   }
 
   /**
