@@ -48,6 +48,15 @@ const POWERCUT = {
     PODWIRE_POWERCUT_CYCLES: '3',
   },
 };
+/**
+ * The OVS spoofing suite on OVS's kernel datapath, in the qemu guest (scripts/vm-kernel-test.sh), on
+ * the mutated tree: the guest sees this machine's file system, .cache/mutate included.
+ */
+const VM_OVS_SPOOFING = {
+  cmd: 'scripts/vm-kernel-test.sh',
+  args: ['.cache/mutate/dist/test/datapath/spoofing-ovs.test.js'],
+  env: {},
+};
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
 /** The policy compiler's tests: case by case, and against the model of the API documentation. */
 const POLICY = [
@@ -1473,6 +1482,37 @@ const MUTATIONS = [
     ],
     tests: ['test/datapath/nft-policy-backend-diff.test.js'],
   },
+  {
+    id: 'ovs-kernel-hop-no-forward',
+    what: "OVS kernel datapath: a pod port's checksum-hop chain gets no rule (its frames skip the IFB)",
+    edits: [
+      [
+        'src/datapath/ovs/netdev-ingress-hop.js',
+        '`add rule netdev $' + '{HOP_TABLE} $' + '{chain} fwd to $' + '{JSON.stringify(this.#ifb)}`,',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/ovs/netdev-ingress-hop.test.js'],
+  },
+  {
+    id: 'ovs-kernel-hop-check-ignores-rules',
+    what: 'OVS kernel datapath: CHECK passes a pod port whose checksum-hop chain lost its forward',
+    edits: [
+      [
+        'src/datapath/ovs/netdev-ingress-hop.js',
+        ': chain.rules.length !== 1 || chain.rules[0] !== fwd',
+        ': false',
+      ],
+    ],
+    tests: ['test/datapath/ovs/netdev-ingress-hop.test.js'],
+  },
+  {
+    id: 'ovs-kernel-hop-not-attached',
+    what: 'OVS kernel datapath: ADD does not put the pod port behind the checksum hop (a pod with CAP_NET_ADMIN forges its source after the guard)',
+    edits: [['src/datapath/ovs/ovs-datapath.js', 'await this.#hop?.redirect(port.hostIfname);', '']],
+    tests: [],
+    commands: [VM_OVS_SPOOFING],
+  },
 ];
 
 function build() {
@@ -1498,12 +1538,17 @@ function build() {
   cpSync(join(ROOT, 'deploy'), join(TREE, 'deploy'), { recursive: true });
 }
 
+/** A command's program and arguments, as one line. */
+function commandText(c) {
+  return [c.cmd, ...(c.args ?? [])].join(' ');
+}
+
 /** Runs the test files, then each command (from the repository root); fails if any fails. */
 async function runTests(tests, env, commands = []) {
   const r = await runFiles(tests, env);
   for (const c of commands) {
     const started = Date.now();
-    const out = spawnSync(join(ROOT, c.cmd), [], {
+    const out = spawnSync(join(ROOT, c.cmd), c.args ?? [], {
       cwd: ROOT,
       env: { ...process.env, ...env, ...c.env },
       encoding: 'utf8',
@@ -1514,13 +1559,15 @@ async function runTests(tests, env, commands = []) {
     if (out.status !== 0) {
       r.code = r.code || 1;
       const last = (out.stdout + out.stderr).trim().split('\n').at(-1);
-      r.failed.push(`${c.cmd}: ${last}`);
+      r.failed.push(`${commandText(c)}: ${last}`);
     }
   }
   return r;
 }
 
 function runFiles(tests, env) {
+  // A mutation judged by commands alone: `node --test` without files would run every test it finds.
+  if (tests.length === 0) return Promise.resolve({ code: 0, failed: [], skipped: [], seconds: 0, out: '' });
   const files = tests.map((t) => join(TREE, 'dist', t));
   return new Promise((resolvePromise) => {
     const started = Date.now();
@@ -1576,7 +1623,7 @@ async function main() {
   if (args.includes('--list')) {
     for (const m of MUTATIONS)
       console.log(
-        `${m.id.padEnd(28)} ${m.what}\n${''.padEnd(29)}tests: ${[...m.tests, ...(m.commands ?? []).map((c) => c.cmd)].join(' ')}`,
+        `${m.id.padEnd(28)} ${m.what}\n${''.padEnd(29)}tests: ${[...m.tests, ...(m.commands ?? []).map(commandText)].join(' ')}`,
       );
     return;
   }
@@ -1589,7 +1636,7 @@ async function main() {
   for (const m of chosen) {
     const key = JSON.stringify(m.env ?? {});
     groups.set(key, new Set([...(groups.get(key) ?? []), ...m.tests]));
-    for (const c of m.commands ?? []) commands.set(c.cmd, c);
+    for (const c of m.commands ?? []) commands.set(commandText(c), c);
   }
   let first = true;
   for (const [env, tests] of groups) {

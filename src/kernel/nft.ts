@@ -1,7 +1,8 @@
 /**
  * nftables through the `nft` binary, for the few chains podwire installs at agent start and when
- * bridging moves the uplink, and the egress masquerade's set of kept destinations when peers join or
- * leave (never per pod; the Linux bridge's guard counters and the masquerade's are also read per
+ * bridging moves the uplink, the egress masquerade's set of kept destinations when peers join or
+ * leave, and on OVS's kernel datapath the checksum hop's chain of each pod port (per ADD and DEL:
+ * the one per-pod use; the Linux bridge's guard counters and the masquerade's are also read per
  * metrics scrape): a script is applied as one transaction, all of it or none. `Nft` is a seam: the agent's
  * runs in its own namespace; a test's runs in the throwaway node namespace it made.
  */
