@@ -21,8 +21,11 @@ import { CHECKSUM_IFB, ensureChecksumIfb } from '../checksum-ifb.js';
 
 export const HOP_TABLE = 'podwire_csum';
 
-/** A chain is named after its host veth: nft takes a chain's name unquoted, so it must be one word. */
-const CHAIN_NAME = /^[A-Za-z_][A-Za-z0-9_.]*$/;
+/**
+ * A chain is named after its host veth: nft takes a chain's name unquoted, so it must be one of its
+ * words (a letter, `_` or `.`, then letters, digits, `/`, `-`, `_`, `.`). podwire's host veths are.
+ */
+const CHAIN_NAME = /^[A-Za-z_.][A-Za-z0-9/_.-]*$/;
 
 export class NetdevIngressHop {
   readonly #nl: Rtnetlink;
@@ -42,7 +45,9 @@ export class NetdevIngressHop {
   async start(mtu: number): Promise<void> {
     ensureChecksumIfb(this.#nl, this.#ifb, mtu);
     await this.#nft.apply(`add table netdev ${HOP_TABLE}\n`);
-    const stale = (await this.#chains()).filter((c) => this.#nl.linkByName(c.name) === undefined);
+    const stale = (await this.#chains()).filter(
+      (c) => CHAIN_NAME.test(c.name) && this.#nl.linkByName(c.name) === undefined,
+    );
     if (stale.length) await this.#nft.apply(`${stale.flatMap((c) => dropChainLines(c.name)).join('\n')}\n`);
   }
 
@@ -72,8 +77,12 @@ export class NetdevIngressHop {
     }
   }
 
-  /** Equivalent to: `nft delete chain netdev podwire_csum HOSTVETH`; nothing to do when it is gone. */
+  /**
+   * Equivalent to: `nft delete chain netdev podwire_csum HOSTVETH`; nothing to do when it is gone (or
+   * when the name is one no chain can have).
+   */
   async remove(hostIfname: string): Promise<void> {
+    if (!CHAIN_NAME.test(hostIfname)) return;
     await this.#nft.apply([`add table netdev ${HOP_TABLE}`, ...dropChainLines(hostIfname), ''].join('\n'));
   }
 
