@@ -49,12 +49,12 @@ const POWERCUT = {
   },
 };
 /**
- * The OVS spoofing suite on OVS's kernel datapath, in the qemu guest (scripts/vm-kernel-test.sh), on
+ * The OVS lifecycle test on OVS's kernel datapath, in the qemu guest (scripts/vm-kernel-test.sh), on
  * the mutated tree: the guest sees this machine's file system, .cache/mutate included.
  */
-const VM_OVS_SPOOFING = {
+const VM_OVS_LIFECYCLE = {
   cmd: 'scripts/vm-kernel-test.sh',
-  args: ['.cache/mutate/dist/test/datapath/spoofing-ovs.test.js'],
+  args: ['.cache/mutate/dist/test/datapath/ovs/lifecycle.test.js'],
   env: {},
 };
 const GC = ['test/agent/gc-guards.test.js', 'test/agent/gc-race.test.js', 'test/agent/commands.test.js'];
@@ -1508,10 +1508,10 @@ const MUTATIONS = [
   },
   {
     id: 'ovs-kernel-hop-not-attached',
-    what: 'OVS kernel datapath: ADD does not put the pod port behind the checksum hop (a pod with CAP_NET_ADMIN forges its source after the guard)',
+    what: 'OVS kernel datapath: ADD does not put the pod port behind the checksum hop (its frames skip the IFB; CHECK passes it)',
     edits: [['src/datapath/ovs/ovs-datapath.js', 'await this.#hop?.redirect(port.hostIfname);', '']],
     tests: [],
-    commands: [VM_OVS_SPOOFING],
+    commands: [VM_OVS_LIFECYCLE],
   },
 ];
 

@@ -1,7 +1,8 @@
 /**
  * ADD, CHECK, DEL on the OVS datapath (type: bed/ovs.ts's OVS_DATAPATH) through the real relay and
  * agent, for IPv4-only, IPv6-only and dual-stack nodes: ICMP and TCP between pods and between a pod and
- * the node; tx-checksumming off on the pod side on the userspace datapath only; CHECK sees a missing flow; DEL removes the pod's flows
+ * the node; tx-checksumming off on the pod side; on the kernel datapath the pods' frames pass the
+ * checksum hop's IFB; CHECK sees a missing flow; DEL removes the pod's flows
  * and port before the veth; the announcements are counted by the pod's own guard flows; the
  * `podwire flows` command shows the pipeline and one pod.
  */
@@ -12,6 +13,8 @@ import { settledHostVeths } from '../../../bed/inspect.js';
 import { netnsPath } from '../../../bed/namespaces.js';
 import { ROOT, resultIps, TestNode } from '../../../bed/node.js';
 import { OVS_DATAPATH } from '../../../bed/ovs.js';
+import { CHECKSUM_IFB } from '../../../src/datapath/checksum-ifb.js';
+import { HOP_TABLE, parseHopTable } from '../../../src/datapath/ovs/netdev-ingress-hop.js';
 import { EthtoolSocket } from '../../../src/kernel/ethtool.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
 import {
@@ -27,6 +30,14 @@ import {
 import { ping, tcpExchange } from './traffic.js';
 
 const TCP_OK = '200007 100001';
+
+/** The node IFB's transmitted packets, or undefined when there is none. */
+async function ifbTxPackets(nodeNs: string): Promise<number | undefined> {
+  const r = await run('ip', ['-n', nodeNs, '-s', '-j', 'link', 'show', CHECKSUM_IFB]);
+  if (r.code !== 0) return undefined;
+  const [link] = JSON.parse(r.stdout) as Array<{ stats64: { tx: { packets: number } } }>;
+  return link?.stats64.tx.packets;
+}
 
 function txChecksumming(ns: string): boolean {
   using home = NetnsHandle.current();
@@ -63,13 +74,25 @@ for (const stack of STACKS) {
         });
         assert.equal(add.code, 0, add.stdout);
         adds.push(add);
-        // Off on both OVS datapaths: the userspace one forwards frames as the pod left them (decision 8),
-        // and the kernel one has no checksum hop (ovs-vswitchd owns its ports' ingress qdisc), so a
-        // pending checksum would be completed after the guards (decision 32).
+        // Off on both OVS datapaths: the userspace one forwards frames as the pod left them (decision 8);
+        // on the kernel one the checksum hop also completes what a pod that turns it on leaves pending
+        // (decision 32), at about the same cost.
         assert.equal(txChecksumming(pod), false, `tx-checksumming on the pod side (${OVS_DATAPATH})`);
       }
       const [a, b] = pods as [string, string];
+      // The kernel datapath's checksum hop (netdev-ingress-hop.ts): the pods' frames pass the node's
+      // IFB before OVS sees them. The userspace datapath has none.
+      const ifbBefore = await ifbTxPackets(node.nodeNs);
+      assert.equal(
+        ifbBefore === undefined,
+        OVS_DATAPATH !== 'system',
+        `the node's ${CHECKSUM_IFB} (${OVS_DATAPATH})`,
+      );
       for (const gw of stack.gateways) assert.ok(await ping(a, gw), `pod -> gateway ${gw}`);
+      if (ifbBefore !== undefined) {
+        const passed = ((await ifbTxPackets(node.nodeNs)) ?? 0) - ifbBefore;
+        assert.ok(passed >= stack.gateways.length, `frames of the pings through ${CHECKSUM_IFB}: ${passed}`);
+      }
       for (const ip of resultIps(adds[1] as never)) {
         assert.ok(await ping(a, ip), `pod -> pod ${ip}`);
         assert.equal(await tcpExchange(b, ip, a), TCP_OK, `TCP pod -> pod ${ip}`);
@@ -117,6 +140,19 @@ for (const stack of STACKS) {
       assert.deepEqual(await settledHostVeths(node.nodeNs, 0), [], 'no host veth left');
       assert.deepEqual(await ovsPorts(node), ['podwire-gw0'], 'only the gateway port');
       assert.deepEqual(await allPodFlows(node), [], 'no pod flow left');
+      if (OVS_DATAPATH === 'system') {
+        const hop = await run('ip', [
+          'netns',
+          'exec',
+          node.nodeNs,
+          'nft',
+          'list',
+          'table',
+          'netdev',
+          HOP_TABLE,
+        ]);
+        assert.deepEqual(parseHopTable(hop.stdout), [], 'no checksum-hop chain left');
+      }
     });
   });
 }
