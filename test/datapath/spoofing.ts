@@ -553,7 +553,9 @@ s.sendto(b'genuine', (sys.argv[1], ${port}))`,
     // owns, it is nftables' netdev ingress hook (src/datapath/ovs/netdev-ingress-hop.ts). OVS's
     // userspace datapath has no hop: it forwards the frame as it is, and the victim drops it for its
     // checksum (as it would the pod's own TCP and UDP, decision 8: so the genuine datagrams go out
-    // with it off again).
+    // with it off again). On OVS's kernel datapath this path completes no checksum even without the
+    // hop (decision 32, fourth step): there the test holds either way, and the hop's own tests are
+    // test/datapath/ovs/netdev-ingress-hop.test.ts and the lifecycle test's IFB count.
     test('a pod that turns transmit checksumming back on cannot rewrite its source after the guard', async () => {
       setPodTxChecksumming(attacker.ns, true);
       try {
