@@ -1070,13 +1070,7 @@ const MUTATIONS = [
   {
     id: 'ovs-policy-no-isolated-drop',
     what: "OVS NetworkPolicy: an isolated pod's drop flow passes instead (isolation without effect)",
-    edits: [
-      [
-        'src/datapath/ovs/policy-flows.js',
-        "addressMatch(ip, own), 'drop')",
-        'addressMatch(ip, own), goto(next))',
-      ],
-    ],
+    edits: [['src/datapath/ovs/policy-flows.js', "actions: 'drop',", 'actions: goto(next),']],
     tests: ['test/datapath/ovs/policy.test.js'],
   },
   {
@@ -1332,11 +1326,7 @@ const MUTATIONS = [
     what: "NetworkPolicy, OVS: the flow after a shared conjunction matches conj_id alone (one flow for all the rule's pods: every pod's packets counted for the first)",
     // The placeholders are the compiled code's own, not this file's: written apart.
     edits: [
-      [
-        'src/datapath/ovs/policy-flows.js',
-        '`conj_id=$' + '{conj.id},$' + '{match}`',
-        '`conj_id=$' + '{conj.id}`',
-      ],
+      ['src/datapath/ovs/policy-flows.js', '`conj_id=$' + '{id},$' + '{member}`', '`conj_id=$' + '{id}`'],
     ],
     tests: ['test/datapath/ovs/policy-flows.test.js'],
   },
@@ -1361,7 +1351,7 @@ const MUTATIONS = [
   {
     id: 'ovs-policy-conj-ignores-peers',
     what: "NetworkPolicy, OVS: a pod whose peers differ under the same rule id joins the first pod's conjunction (and its peers)",
-    edits: [['src/datapath/ovs/policy-flows.js', 'first.peersKey === peersKey ? base', 'true ? base']],
+    edits: [['src/datapath/ovs/policy-flows.js', 'first.peersKey === c.peersKey ? c.base', 'true ? c.base']],
     tests: ['test/datapath/ovs/policy-flows.test.js'],
   },
   {
@@ -1428,7 +1418,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/policy-ovs-backend.js',
-        '    flowsInForce() {\n        // The caller replaces the whole table: what it holds next is read again, not assumed.\n        this.#held = undefined;',
+        '    flowsInForce() {\n        // The caller replaces the whole table: what it holds next is read again, not assumed.\n        this.#trusted = false;',
         '    flowsInForce() {',
       ],
     ],
@@ -1440,8 +1430,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/policy-ovs-backend.js',
-        'if (held === undefined || now - this.#readAt >= this.#recheckMs) {',
-        'if (held === undefined) {',
+        'if (!this.#trusted || now - this.#readAt >= this.#recheckMs) {',
+        'if (!this.#trusted) {',
       ],
     ],
     tests: ['test/datapath/ovs/policy.test.js'],
@@ -1452,7 +1442,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/policy-ovs-backend.js',
-        'if (held === undefined || now - this.#readAt >= this.#recheckMs) {',
+        'if (!this.#trusted || now - this.#readAt >= this.#recheckMs) {',
         'if (true) {',
       ],
     ],
@@ -1512,6 +1502,72 @@ const MUTATIONS = [
     edits: [['src/datapath/ovs/ovs-datapath.js', 'await this.#hop?.redirect(port.hostIfname);', '']],
     tests: [],
     commands: [VM_OVS_LIFECYCLE],
+  },
+  {
+    id: 'flow-builder-member-kept',
+    what: 'OVS flow builder: a pod that leaves a conjunction keeps its address in clause 1',
+    edits: [
+      [
+        'src/datapath/ovs/policy-flow-builder.js',
+        'this.#drop(conj.table, match, `conjunction(${conj.id},1/${conj.n})`);',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
+  },
+  {
+    id: 'flow-builder-orphans-kept',
+    what: 'OVS flow builder: a conjunction without members keeps its peer and port clauses',
+    edits: [
+      [
+        'src/datapath/ovs/policy-flow-builder.js',
+        'if (conj === undefined || conj.members.size > 0)\n                continue;',
+        'continue;',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
+  },
+  {
+    id: 'flow-builder-clause-untracked',
+    what: 'OVS flow builder: a clause flow that gains an action is not in the change',
+    edits: [
+      [
+        'src/datapath/ovs/policy-flow-builder.js',
+        '        const id = clauseId(table, match);\n        this.#touchClause(id);\n        let c',
+        '        const id = clauseId(table, match);\n        let c',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
+  },
+  {
+    id: 'flow-builder-held-peers-replaced',
+    what: 'OVS flow builder: a rule entry with other peers while pods hold the old ones replaces them (not policyFlows order)',
+    edits: [
+      [
+        'src/datapath/ovs/policy-flow-builder.js',
+        'if (conj.members.size > 0)\n                    throw new NeedsWhole();',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
+  },
+  {
+    id: 'flow-builder-never-withdraws',
+    what: 'OVS flow builder: a changed pod keeps its old flows',
+    edits: [['src/datapath/ovs/policy-flow-builder.js', 'if (next.get(key) !== share.policy)', 'if (false)']],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
+  },
+  {
+    id: 'flow-builder-base-not-in-change',
+    what: "OVS flow builder: the base flows' change (a new gateway port) is not sent",
+    edits: [
+      [
+        'src/datapath/ovs/policy-flow-builder.js',
+        'for (const f of this.#base)\n            if (!had.has(f))\n                add.push(f);',
+        '',
+      ],
+    ],
+    tests: ['test/datapath/ovs/policy-flow-builder.test.js'],
   },
 ];
 

@@ -11,70 +11,9 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { compilePolicies } from '../../src/policy/compile.js';
 import { IncrementalCompiler } from '../../src/policy/incremental-compile.js';
-import type { Namespace, NetworkPolicy, Pod } from '../../src/policy/model.js';
+import type { NetworkPolicy, Pod } from '../../src/policy/model.js';
 import type { World } from './policy-oracle.js';
-import { NODE, port, world } from './policy-world-arbitrary.js';
-
-/** What a step does to one object: keep, keep an equal copy, change one part, replace, remove. */
-type Choice = 0 | 1 | 2 | 3 | 4;
-
-function mix<T>(
-  before: readonly T[],
-  other: readonly T[],
-  key: (t: T) => string,
-  choices: readonly Choice[],
-  changePart: (a: T, b: T) => T,
-): T[] {
-  const a = new Map(before.map((t) => [key(t), t]));
-  const b = new Map(other.map((t) => [key(t), t]));
-  const out: T[] = [];
-  [...new Set([...a.keys(), ...b.keys()])].sort().forEach((k, i) => {
-    const choice = choices[i % choices.length] as Choice;
-    const x = a.get(k);
-    const y = b.get(k);
-    if (x !== undefined && y !== undefined) {
-      const next = [x, structuredClone(x), changePart(x, y), y, undefined][choice];
-      if (next !== undefined) out.push(next);
-    } else if (x !== undefined) {
-      if (choice === 1) out.push(structuredClone(x));
-      else if (choice !== 4) out.push(x);
-    } else if (y !== undefined && choice >= 2 && choice <= 3) {
-      out.push(y);
-    }
-  });
-  return out;
-}
-
-function step(w: World, other: World, choices: readonly Choice[]): World {
-  return {
-    pods: mix<Pod>(
-      w.pods,
-      other.pods,
-      (p) => p.name,
-      choices,
-      (x, y) => ({ ...x, labels: y.labels }),
-    ),
-    policies: mix<NetworkPolicy>(
-      w.policies,
-      other.policies,
-      (p) => `${p.namespace}/${p.name}`,
-      choices,
-      (x, y) => ({ ...x, ingress: y.ingress }),
-    ),
-    namespaces: mix<Namespace>(
-      w.namespaces,
-      other.namespaces,
-      (n) => n.name,
-      choices,
-      (x, y) => ({
-        ...x,
-        labels: y.labels,
-      }),
-    ),
-  };
-}
-
-const choices = fc.array(fc.constantFrom<Choice>(0, 0, 0, 1, 1, 2, 3, 4), { minLength: 1, maxLength: 12 });
+import { choices, NODE, port, step, world } from './policy-world-arbitrary.js';
 
 describe('the incremental compiler gives what the whole compiler gives', () => {
   test('over random worlds and 1-6 random steps each (300 runs)', () => {

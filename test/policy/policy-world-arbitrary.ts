@@ -10,7 +10,9 @@ import type {
   ContainerPort,
   IpBlock,
   LabelSelector,
+  Namespace,
   NetworkPolicy,
+  Pod,
   PolicyPeer,
   PolicyPort,
   PolicyRule,
@@ -170,3 +172,69 @@ export const world = (port: fc.Arbitrary<PolicyPort>, unnamed: boolean): fc.Arbi
         node: p.node,
       })),
     }));
+
+// --- Steps from one world to the next (incremental-compile.test.ts, policy-flow-builder.test.ts). ---
+
+/** What a step does to one object: keep, keep an equal copy, change one part, replace, remove. */
+export type Choice = 0 | 1 | 2 | 3 | 4;
+
+function mix<T>(
+  before: readonly T[],
+  other: readonly T[],
+  key: (t: T) => string,
+  choices: readonly Choice[],
+  changePart: (a: T, b: T) => T,
+): T[] {
+  const a = new Map(before.map((t) => [key(t), t]));
+  const b = new Map(other.map((t) => [key(t), t]));
+  const out: T[] = [];
+  [...new Set([...a.keys(), ...b.keys()])].sort().forEach((k, i) => {
+    const choice = choices[i % choices.length] as Choice;
+    const x = a.get(k);
+    const y = b.get(k);
+    if (x !== undefined && y !== undefined) {
+      const next = [x, structuredClone(x), changePart(x, y), y, undefined][choice];
+      if (next !== undefined) out.push(next);
+    } else if (x !== undefined) {
+      if (choice === 1) out.push(structuredClone(x));
+      else if (choice !== 4) out.push(x);
+    } else if (y !== undefined && choice >= 2 && choice <= 3) {
+      out.push(y);
+    }
+  });
+  return out;
+}
+
+export function step(w: World, other: World, choices: readonly Choice[]): World {
+  return {
+    pods: mix<Pod>(
+      w.pods,
+      other.pods,
+      (p) => p.name,
+      choices,
+      (x, y) => ({ ...x, labels: y.labels }),
+    ),
+    policies: mix<NetworkPolicy>(
+      w.policies,
+      other.policies,
+      (p) => `${p.namespace}/${p.name}`,
+      choices,
+      (x, y) => ({ ...x, ingress: y.ingress }),
+    ),
+    namespaces: mix<Namespace>(
+      w.namespaces,
+      other.namespaces,
+      (n) => n.name,
+      choices,
+      (x, y) => ({
+        ...x,
+        labels: y.labels,
+      }),
+    ),
+  };
+}
+
+export const choices = fc.array(fc.constantFrom<Choice>(0, 0, 0, 1, 1, 2, 3, 4), {
+  minLength: 1,
+  maxLength: 12,
+});

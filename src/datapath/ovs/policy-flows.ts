@@ -87,6 +87,15 @@ export class ConjunctionIds {
     return id;
   }
 
+  /** A copy with the same ids given and free (to compare a builder's flows with `policyFlows`'). */
+  clone(): ConjunctionIds {
+    const c = new ConjunctionIds();
+    for (const [k, v] of this.#ids) c.#ids.set(k, v);
+    c.#free.push(...this.#free);
+    c.#next = this.#next;
+    return c;
+  }
+
   /** Frees every id whose key is not in `used`. */
   retain(used: ReadonlySet<string>): void {
     for (const [key, id] of this.#ids) {
@@ -153,7 +162,7 @@ class FlowSet {
   readonly #plain = new Set<string>();
 
   add(cookie: bigint, table: number, priority: number, match: string, actions: string): void {
-    const id = `${table}|${priority}|${match}`;
+    const id = plainIdentity({ cookie, table, priority, match, actions });
     // One flow per identity: a second allow-all of the same pod is the first's (counted there).
     if (this.#plain.has(id)) return;
     this.#plain.add(id);
@@ -232,9 +241,31 @@ export function policyFlows(node: PolicyNode, pods: readonly PodPolicy[], ids: C
     const pod = `${p.namespace}/${p.name}`;
     if (seen.has(pod)) throw new TypeError(`pod ${pod} is given twice`);
     seen.add(pod);
-    for (const dir of ['egress', 'ingress'] as const) {
-      const d = p[dir];
-      if (d) podDirection(set, conjunctions, counters, used, ids, pod, p.ips, dir, d);
+    const parts = podFlowParts(pod, p, ids);
+    for (const [cookie, key] of parts.counters) counters.set(cookie, key);
+    for (const k of parts.keys) used.add(k);
+    for (const f of parts.plain) set.add(f.cookie, f.table, f.priority, f.match, f.actions);
+    for (const c of parts.conjunctions) {
+      // The first pod under a rule entry keeps its plain key; a later one whose peers differ (never
+      // from the compiler, which gives every pod of a rule its peers) has its own.
+      const first = conjunctions.get(c.base);
+      const conjKey =
+        first === undefined || first.peersKey === c.peersKey ? c.base : `${c.base}|${c.peersKey}`;
+      let conj = conjunctions.get(conjKey);
+      if (!conj) {
+        used.add(conjKey);
+        conj = { id: ids.id(conjKey), n: c.n, peersKey: c.peersKey, members: new Set() };
+        conjunctions.set(conjKey, conj);
+        for (const [match, k] of c.clauses()) set.clause(c.table, match, conj.id, k, c.n);
+      }
+      for (const match of c.members) {
+        if (!conj.members.has(match)) {
+          conj.members.add(match);
+          set.clause(c.table, match, conj.id, 1, conj.n);
+        }
+        const f = countingFlow(c, conj.id, match);
+        set.add(f.cookie, f.table, f.priority, f.match, f.actions);
+      }
     }
   }
   ids.retain(used);
@@ -280,11 +311,53 @@ interface Conjunction {
   members: Set<string>;
 }
 
+/** A flow that is not a clause: a drop, an allow-all, or (built by the caller) a counting flow. */
+export interface PlainFlow {
+  cookie: bigint;
+  table: number;
+  priority: number;
+  match: string;
+  actions: string;
+}
+
+/** One pod's use of one rule entry's conjunction. */
+export interface ConjunctionUse {
+  /** The key without the peers (see `policyFlows`); `peersKey` the peers' hash ('any' for none). */
+  base: string;
+  peersKey: string;
+  n: number;
+  table: number;
+  /** Where the counting flow sends what the conjunction allowed. */
+  next: number;
+  /** The conjunction's clauses 2..n: (match, k); computed when asked (a conjunction makes them once). */
+  clauses: () => Array<[string, number]>;
+  /** Clause 1: the pod's addresses. */
+  members: string[];
+  /** The pod's entry's cookie: its counting flows (`conj_id=ID,MEMBER`). */
+  cookie: bigint;
+}
+
+/** One pod's share of the policy flows, before conjunctions are shared between pods. */
+export interface PodFlowParts {
+  counters: Array<[bigint, CounterKey]>;
+  /** The id keys it uses: its deny keys and entry keys (conjunction keys are the caller's). */
+  keys: string[];
+  plain: PlainFlow[];
+  conjunctions: ConjunctionUse[];
+}
+
+/** What one pod contributes, both directions (egress first, as `policyFlows` has always ordered them). */
+export function podFlowParts(pod: string, p: PodPolicy, ids: ConjunctionIds): PodFlowParts {
+  const parts: PodFlowParts = { counters: [], keys: [], plain: [], conjunctions: [] };
+  for (const dir of ['egress', 'ingress'] as const) {
+    const d = p[dir];
+    if (d) podDirection(parts, ids, pod, p.ips, dir, d);
+  }
+  return parts;
+}
+
 function podDirection(
-  set: FlowSet,
-  conjunctions: Map<string, Conjunction>,
-  counters: Map<bigint, CounterKey>,
-  used: Set<string>,
+  parts: PodFlowParts,
   ids: ConjunctionIds,
   pod: string,
   ips: readonly string[],
@@ -297,58 +370,109 @@ function podDirection(
   const own = dir === 'egress' ? 'src' : 'dst';
   const peer = dir === 'egress' ? 'dst' : 'src';
   const denyKey = `${pod}|${dir}|deny`;
-  used.add(denyKey);
+  parts.keys.push(denyKey);
   const deny = POLICY_COOKIE | KIND_DENY | BigInt(ids.id(denyKey));
-  counters.set(deny, { rule: `${pod}/${dir}/deny`, pod });
-  for (const ip of ips) set.add(deny, table, PRIO.ISOLATED, addressMatch(ip, own), 'drop');
+  parts.counters.push([deny, { rule: `${pod}/${dir}/deny`, pod }]);
+  for (const ip of ips)
+    parts.plain.push({
+      cookie: deny,
+      table,
+      priority: PRIO.ISOLATED,
+      match: addressMatch(ip, own),
+      actions: 'drop',
+    });
   // A peer of a family the pod has not can never meet it; an empty list allows nothing: no flow.
   const families = { v4: ips.some((ip) => !isV6(ip)), v6: ips.some(isV6) };
   for (const rule of d.rules) {
     rule.entries.forEach((entry: AllowEntry, i: number) => {
       const peers = entry.peers === 'any' ? null : entry.peers;
       const ports = entry.ports === 'any' ? null : entry.ports;
-      const reachable = peers?.filter((cidr) => (isV6(cidr) ? families.v6 : families.v4)) ?? null;
+      const reachable = peers && reachablePeers(peers, families);
       if ((reachable && reachable.length === 0) || (ports && ports.length === 0)) return;
       // What this pod's entry counts: its own cookie, on the flow that says the entry allowed it.
       const key = `${pod}|${dir}|${rule.id}|${i}`;
-      used.add(key);
+      parts.keys.push(key);
       const cookie = POLICY_COOKIE | KIND_RULE | BigInt(ids.id(key));
-      counters.set(cookie, { rule: rule.id, pod });
+      parts.counters.push([cookie, { rule: rule.id, pod }]);
       const n = 1 + (peers ? 1 : 0) + (ports ? 1 : 0);
       if (n === 1) {
-        for (const ip of ips) set.add(cookie, table, PRIO.ALLOW_ALL, addressMatch(ip, own), goto(next));
+        for (const ip of ips)
+          parts.plain.push({
+            cookie,
+            table,
+            priority: PRIO.ALLOW_ALL,
+            match: addressMatch(ip, own),
+            actions: goto(next),
+          });
         return;
       }
       // Keyed without the peers: the compiler gives every pod the same peers for a rule (only an
       // ingress rule's named ports are resolved per pod), so a rule keeps its id, its counting flows
-      // and their counters while pods come and go among its peers. Should two pods still differ in
-      // peers, the later one's conjunction is keyed by them as well.
+      // and their counters while pods come and go among its peers.
       const base = `conj|${dir}|${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}|${rule.id}|${i}|${ports ? contentHash(ports) : 'any'}`;
-      const peersKey = peers ? contentHash(peers) : 'any';
-      const first = conjunctions.get(base);
-      const conjKey = first === undefined || first.peersKey === peersKey ? base : `${base}|${peersKey}`;
-      let conj = conjunctions.get(conjKey);
-      if (!conj) {
-        used.add(conjKey);
-        conj = { id: ids.id(conjKey), n, peersKey, members: new Set() };
-        conjunctions.set(conjKey, conj);
+      const clauses = () => {
+        const out: Array<[string, number]> = [];
         let k = 2;
         if (reachable) {
-          for (const cidr of reachable) set.clause(table, addressMatch(cidr, peer), conj.id, k, n);
+          for (const cidr of reachable) out.push([addressMatch(cidr, peer), k]);
           k++;
         }
-        if (ports)
-          for (const r of ports)
-            for (const m of portMatches(r, families)) set.clause(table, m, conj.id, k, n);
-      }
-      for (const ip of ips) {
-        const match = addressMatch(ip, own);
-        if (!conj.members.has(match)) {
-          conj.members.add(match);
-          set.clause(table, match, conj.id, 1, conj.n);
-        }
-        set.add(cookie, table, PRIO.CONJ_ID, `conj_id=${conj.id},${match}`, goto(next));
-      }
+        if (ports) for (const r of ports) for (const m of portMatches(r, families)) out.push([m, k]);
+        return out;
+      };
+      parts.conjunctions.push({
+        base,
+        peersKey: peers ? contentHash(peers) : 'any',
+        n,
+        table,
+        next,
+        clauses,
+        members: ips.map((ip) => addressMatch(ip, own)),
+        cookie,
+      });
     });
   }
+}
+
+/** Per peer list (one array per compiled rule, every pod's) and families: the peers of those families. */
+const reachableMemo = new WeakMap<readonly string[], Map<string, string[]>>();
+
+function reachablePeers(peers: readonly string[], families: Families): string[] {
+  let byFamilies = reachableMemo.get(peers);
+  if (byFamilies === undefined) {
+    byFamilies = new Map();
+    reachableMemo.set(peers, byFamilies);
+  }
+  const key = `${families.v4 ? 4 : ''}${families.v6 ? 6 : ''}`;
+  let out = byFamilies.get(key);
+  if (out === undefined) {
+    out = peers.filter((cidr) => (isV6(cidr) ? families.v6 : families.v4));
+    byFamilies.set(key, out);
+  }
+  return out;
+}
+
+/** A clause flow's text: one (table, match) with every conjunction action on it (sorted). */
+export function clauseFlow(table: number, match: string, actions: string): string {
+  return flow(POLICY_COOKIE, table, PRIO.CLAUSE, match, actions);
+}
+
+/** A plain flow's identity (table, priority, match): OVS holds one flow per identity. */
+export function plainIdentity(f: PlainFlow): string {
+  return `${f.table}|${f.priority}|${f.match}`;
+}
+
+export function plainFlowText(f: PlainFlow): string {
+  return flow(f.cookie, f.table, f.priority, f.match, f.actions);
+}
+
+/** The pod's counting flow of one of its addresses in conjunction `id`. */
+export function countingFlow(c: ConjunctionUse, id: number, member: string): PlainFlow {
+  return {
+    cookie: c.cookie,
+    table: c.table,
+    priority: PRIO.CONJ_ID,
+    match: `conj_id=${id},${member}`,
+    actions: goto(c.next),
+  };
 }

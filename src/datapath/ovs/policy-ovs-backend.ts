@@ -21,14 +21,13 @@ import { DatapathError } from '../../base/errors.js';
 import type { PodPolicy } from '../../policy/model.js';
 import type { PolicyBackend, RuleCounters } from '../policy-backend.js';
 import type { FlowTable, ReplaceOutcome } from './openflow/flow-table.js';
+import { type FlowChange, PolicyFlowBuilder } from './policy-flow-builder.js';
 import {
   ConjunctionIds,
   type CounterKey,
   POLICY_COOKIE,
   POLICY_COOKIE_MASK,
   type PolicyNode,
-  policyBaseFlows,
-  policyFlows,
 } from './policy-flows.js';
 
 /** Runs `fn` alone among the writers of the bridge's whole flow table (the datapath's replay). */
@@ -49,6 +48,12 @@ export interface OvsPolicyBackendOptions {
 
 const RECHECK_MS = 60_000;
 
+/** What one install sends: the builder's change (`none`: no policy flow at all, for `remove`). */
+interface Wanted {
+  change: FlowChange;
+  none?: boolean;
+}
+
 export class OvsPolicyBackend implements PolicyBackend {
   readonly #flows: FlowTable;
   readonly #node: () => PolicyNode;
@@ -61,8 +66,10 @@ export class OvsPolicyBackend implements PolicyBackend {
   #counters = new Map<bigint, CounterKey>();
   /** The pods of the last successful apply; undefined before the first (flows found are adopted). */
   #applied: readonly PodPolicy[] | undefined;
-  /** The policy flows the switch holds, as the last install left them; undefined: read the switch. */
-  #held: Set<string> | undefined;
+  /** The policy flows as the last install left them (decision 54): each build's change from them. */
+  readonly #builder: PolicyFlowBuilder;
+  /** Whether the switch holds what the builder says; false: the next install reads the switch. */
+  #trusted = false;
   /** When the switch's policy flows were last read (a dump). */
   #readAt = Number.NEGATIVE_INFINITY;
   readonly #recheckMs: number;
@@ -86,6 +93,7 @@ export class OvsPolicyBackend implements PolicyBackend {
     this.#lock = options.lock ?? ((fn) => fn());
     this.#flushCache = options.flushCache;
     this.#recheckMs = options.recheckMs ?? RECHECK_MS;
+    this.#builder = new PolicyFlowBuilder(this.#ids);
   }
 
   /**
@@ -95,31 +103,41 @@ export class OvsPolicyBackend implements PolicyBackend {
    */
   flowsInForce(): string[] | undefined {
     // The caller replaces the whole table: what it holds next is read again, not assumed.
-    this.#held = undefined;
+    this.#trusted = false;
     if (this.#applied === undefined) return undefined;
-    return policyFlows(this.#node(), this.#applied, this.#ids).flows;
+    this.#build(this.#applied);
+    return this.#builder.all();
+  }
+
+  /**
+   * The builder's change to `pods`. A failure leaves it empty and the switch to be read again: the
+   * next install sends the whole set against a dump.
+   */
+  #build(pods: readonly PodPolicy[]): FlowChange {
+    try {
+      return this.#builder.build(this.#node(), pods);
+    } catch (err) {
+      this.#builder.reset();
+      this.#trusted = false;
+      throw err;
+    }
   }
 
   /** Installs the fixed flows, keeping any pod's flows already there (a restarted agent adopts them until its first apply). */
   async start(): Promise<void> {
     const have = await this.#flows.dumpMasked(POLICY_COOKIE, POLICY_COOKIE_MASK);
     if (have.length > 0) return;
-    await this.#install(() => policyBaseFlows(this.#node()));
+    await this.#install(() => ({ change: this.#build([]) }));
   }
 
   async apply(pods: readonly PodPolicy[]): Promise<void> {
     // Built in full before anything is sent: bad input throws there with the switch untouched.
     const copy = [...pods];
-    let counters = this.#counters;
     await this.#install(
-      () => {
-        const built = policyFlows(this.#node(), copy, this.#ids);
-        counters = built.counters;
-        return built.flows;
-      },
+      () => ({ change: this.#build(copy) }),
       () => {
         this.#applied = copy;
-        this.#counters = counters;
+        this.#counters = this.#builder.counters();
       },
     );
   }
@@ -140,50 +158,53 @@ export class OvsPolicyBackend implements PolicyBackend {
 
   async remove(): Promise<void> {
     await this.#install(
-      () => [],
+      () => ({ change: { add: [], remove: this.#builder.all() }, none: true }),
       () => {
+        this.#builder.reset();
         this.#counters = new Map();
         this.#applied = undefined;
       },
     );
   }
 
-  /** Makes the switch's policy flows `flows`: the difference against the last install, or against a dump. */
-  async #send(flows: readonly string[]): Promise<ReplaceOutcome> {
-    const want = new Set(flows);
-    const held = this.#held;
+  /**
+   * Makes the switch's policy flows the builder's (or none, for `remove`): the builder's change from the
+   * last install, or the whole set against a dump of the switch.
+   */
+  async #send(w: Wanted): Promise<ReplaceOutcome> {
     // Monotonic: a wall clock stepped back would put the next read off by as much.
     const now = performance.now();
-    let changed: ReplaceOutcome;
-    if (held === undefined || now - this.#readAt >= this.#recheckMs) {
-      this.#held = undefined;
-      changed = await this.#flows.replaceMasked([...want], POLICY_COOKIE, POLICY_COOKIE_MASK);
+    if (!this.#trusted || now - this.#readAt >= this.#recheckMs) {
+      this.#trusted = false;
+      const changed = await this.#flows.replaceMasked(
+        w.none ? [] : this.#builder.all(),
+        POLICY_COOKIE,
+        POLICY_COOKIE_MASK,
+      );
       this.#readAt = now;
-    } else {
-      const add = [...want].filter((f) => !held.has(f));
-      const remove = [...held].filter((f) => !want.has(f));
-      changed = await this.#flows.changeMasked(add, remove, POLICY_COOKIE, POLICY_COOKIE_MASK);
+      this.#trusted = true;
+      return changed;
     }
-    this.#held = want;
-    return changed;
+    return this.#flows.changeMasked(w.change.add, w.change.remove, POLICY_COOKIE, POLICY_COOKIE_MASK);
   }
 
   /**
    * `build` runs under the lock (the gateway's port as it is then); `installed` records what the switch
    * now holds, as soon as it holds it: before the flush, which may fail with the flows in place.
    */
-  async #install(build: () => string[], installed?: () => void): Promise<void> {
+  async #install(build: () => Wanted, installed?: () => void): Promise<void> {
     await this.#lock(async () => {
-      const flows = build();
+      const wanted = build();
       try {
-        const changed = await this.#send(flows);
+        const changed = await this.#send(wanted);
         if (changed.added + changed.deleted > 0) this.#flushOwed = true;
       } catch (err) {
         // Part of a bundle may have been committed before the error was known: flush on the next try,
         // and read the switch again.
         this.#flushOwed = true;
-        this.#held = undefined;
-        throw new DatapathError(`installing ${flows.length} policy flows: ${(err as Error).message}`, {
+        this.#trusted = false;
+        const n = wanted.none ? 0 : this.#builder.all().length;
+        throw new DatapathError(`installing ${n} policy flows: ${(err as Error).message}`, {
           cause: err,
         });
       }
