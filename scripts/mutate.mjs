@@ -1509,7 +1509,7 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/ovs/policy-flow-builder.js',
-        'this.#drop(conj.table, match, `conjunction(${conj.id},1/${conj.n})`);',
+        'this.#drop(conj.table, match, `conjunction($' + '{conj.id},1/$' + '{conj.n})`);',
         '',
       ],
     ],
