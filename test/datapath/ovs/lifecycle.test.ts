@@ -17,6 +17,7 @@ import { CHECKSUM_IFB } from '../../../src/datapath/checksum-ifb.js';
 import { HOP_TABLE, parseHopTable } from '../../../src/datapath/ovs/netdev-ingress-hop.js';
 import { EthtoolSocket } from '../../../src/kernel/ethtool.js';
 import { inNetns, NetnsHandle } from '../../../src/kernel/netns.js';
+import { nftIn } from '../../../src/kernel/nft.js';
 import {
   allPodFlows,
   counterReaches,
@@ -141,17 +142,8 @@ for (const stack of STACKS) {
       assert.deepEqual(await ovsPorts(node), ['podwire-gw0'], 'only the gateway port');
       assert.deepEqual(await allPodFlows(node), [], 'no pod flow left');
       if (OVS_DATAPATH === 'system') {
-        const hop = await run('ip', [
-          'netns',
-          'exec',
-          node.nodeNs,
-          'nft',
-          'list',
-          'table',
-          'netdev',
-          HOP_TABLE,
-        ]);
-        assert.deepEqual(parseHopTable(hop.stdout), [], 'no checksum-hop chain left');
+        const hop = await nftIn(node.nodeNs).run(['list', 'table', 'netdev', HOP_TABLE]);
+        assert.deepEqual(parseHopTable(hop), [], 'no checksum-hop chain left');
       }
     });
   });
