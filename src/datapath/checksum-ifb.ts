@@ -8,9 +8,10 @@
  * it: tc ingress and the IFB are in the node's namespace (a pod with CAP_NET_ADMIN in its own turns
  * its offload back on with `ethtool -K eth0 tx on`).
  *
- * tc ingress runs before a device's rx_handler, so this covers the Linux bridge and OVS's kernel
- * datapath alike. The IFB is kept across agent restarts, like the bridge; the qdisc and its filter go
- * with the veth.
+ * tc ingress runs before a device's rx_handler, where the bridge takes the frame. (On an OVS port tc
+ * ingress is ovs-vswitchd's: OVS's kernel datapath forwards from nftables' netdev ingress hook
+ * instead, ovs/netdev-ingress-hop.ts, to the same IFB, made by `ensureChecksumIfb`.) The IFB is kept
+ * across agent restarts, like the bridge; the qdisc and its filter go with the veth.
  *
  * A pod with an egress rate (pod-bandwidth.ts, decision 42) has its own IFB, also with transmit
  * checksumming off, with a TBF: its host veth redirects there instead, so that it takes one hop, not
