@@ -40,7 +40,7 @@ export class NetdevIngressHop {
 
   /**
    * The node's IFB, made or adopted, and the table; chains whose host veth is gone are removed (a
-   * kernel that keeps a chain after its device, 6.16 and later, would otherwise collect them).
+   * kernel that keeps a chain after its device would otherwise collect them; newer kernels may).
    */
   async start(mtu: number): Promise<void> {
     ensureChecksumIfb(this.#nl, this.#ifb, mtu);
