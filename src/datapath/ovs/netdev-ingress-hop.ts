@@ -70,8 +70,9 @@ export class NetdevIngressHop {
         ].join('\n'),
       );
     } catch (err) {
+      // nft's own words first: a missing binary or a timeout is not a missing kernel module.
       throw new DatapathError(
-        `cannot forward the ingress of ${hostIfname} to ${this.#ifb} (the kernel needs nftables' netdev family and nft_fwd_netdev)`,
+        `cannot forward the ingress of ${hostIfname} to ${this.#ifb}: ${err instanceof Error ? err.message : String(err)} (the kernel needs nftables' netdev family and nft_fwd_netdev)`,
         { cause: err },
       );
     }
