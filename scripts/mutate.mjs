@@ -871,8 +871,8 @@ const MUTATIONS = [
     edits: [
       [
         'src/datapath/checksum-ifb.js',
-        'eth.setTxChecksumming(this.#name, false);',
-        'eth.setTxChecksumming(this.#name, true);',
+        'eth.setTxChecksumming(name, false);',
+        'eth.setTxChecksumming(name, true);',
       ],
     ],
     tests: [
